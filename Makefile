@@ -1,0 +1,66 @@
+# The commands README.md names. `make lab` and `make test` each work on a fresh clone: both depend on
+# `setup`, which is quick and does nothing when pyproject.toml has not changed since the last run.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.course-setup-done
+KERNEL := distributed-course
+
+# JupyterLab options: override on the command line, e.g. `make lab PORT=9999 IP=0.0.0.0`.
+PORT ?= 8888
+IP   ?= localhost
+# Open a browser only where there is a screen (macOS, or an X/Wayland display); on a remote node,
+# an Open OnDemand session or CI, JupyterLab just prints its URL with the token.
+OPEN_BROWSER := $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),True,False)
+
+# Which assignment `make grade` works on: `make grade ASSIGNMENT=02_collectives` (default: all).
+ASSIGNMENT ?=
+
+.PHONY: setup lab test test-fast lint release grade grade-demo clean help
+
+help:
+	@echo "make lab        set up (once) and open the course in JupyterLab"
+	@echo "make test       set up (once) and run the whole test-suite (lint, unit, notebooks, slurm, browser)"
+	@echo "make test-fast  course_lib unit tests only (under a minute)"
+	@echo "make release    regenerate notebooks/ from solutions/ with nbgrader"
+	@echo "make grade      autograde submissions under grading/submitted (ASSIGNMENT=name for one)"
+	@echo "make grade-demo grade a generated demo class end to end"
+	@echo "make clean      remove the virtual environment, caches and grading state"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "the course needs Python 3.10 or newer (3.11 recommended): run make PYTHON=python3.11 ..."'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3 (distributed course)"
+	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter-widgets/jupyterlab-manager @jupyter/nbgrader >/dev/null
+	touch $(STAMP)
+
+lab: setup
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks --ServerApp.port=$(PORT) --ServerApp.ip=$(IP) \
+		--ServerApp.open_browser=$(OPEN_BROWSER)
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/python -m pytest
+
+test-fast: setup
+	$(BIN)/python -m pytest tests -m "not slow and not slurm and not browser" -q
+
+release: setup
+	$(BIN)/python tools/release.py
+
+grade: setup
+	$(BIN)/python -m course_lib.grading.cli grade $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),)
+
+grade-demo: setup
+	$(BIN)/python -m course_lib.grading.cli demo
+
+clean:
+	rm -rf $(VENV) grading test-artifacts .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,44 @@
+"""Hardware descriptions the simulator runs on: alpha-beta links and per-device presets.
+
+A preset can come from a data sheet (its source named) or from measurements on this machine
+(``course_lib.dist.calibrate`` builds one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Link:
+    """A point-to-point link in the alpha-beta model: sending n bytes takes latency + n / bandwidth."""
+
+    latency: float = 5e-6       # seconds per message (alpha)
+    bandwidth: float = 100e9    # bytes per second (1 / beta)
+
+    def __post_init__(self):
+        if self.latency < 0:
+            raise ValueError(f"Link latency must be >= 0 seconds, got {self.latency}")
+        if self.bandwidth <= 0:
+            raise ValueError(f"Link bandwidth must be > 0 bytes/s, got {self.bandwidth}")
+
+    def transfer_time(self, nbytes: float) -> float:
+        if nbytes < 0:
+            raise ValueError(f"cannot send a negative number of bytes ({nbytes})")
+        return self.latency + nbytes / self.bandwidth
+
+
+@dataclass(frozen=True)
+class HardwarePreset:
+    """One kind of device and the links between devices inside a node and across nodes."""
+
+    name: str
+    flops: float                 # sustained dense FLOP/s of one device (bf16 for GPUs)
+    memory_bytes: float          # usable memory of one device
+    intra_node: Link             # device to device inside a node (NVLink, shared memory, ...)
+    inter_node: Link             # node to node (InfiniBand, Ethernet, ...)
+    source: str = "measured"     # where the numbers come from: a data sheet, a paper, or "measured"
+
+    def __post_init__(self):
+        if self.flops <= 0 or self.memory_bytes <= 0:
+            raise ValueError(f"preset {self.name!r}: flops and memory_bytes must be positive")
