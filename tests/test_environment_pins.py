@@ -1,0 +1,51 @@
+"""environment.yml (clusters, Open OnDemand) and pyproject.toml (laptops, CI) name the same packages
+with the same version floors, so a course that works on one works on the other."""
+
+import tomllib
+from pathlib import Path
+
+import yaml
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def version_floor(requirement: Requirement) -> str | None:
+    for spec in requirement.specifier:
+        if spec.operator in (">=", "==", "~="):
+            return spec.version
+    return None
+
+
+def pyproject_requirements() -> dict[str, Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return {Requirement(r).name.lower(): Requirement(r) for r in project["dependencies"]}
+
+
+def environment_requirements() -> dict[str, Requirement]:
+    environment = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_lists = [entry["pip"] for entry in environment["dependencies"] if isinstance(entry, dict)]
+    assert len(pip_lists) == 1, "environment.yml should have exactly one pip: section"
+    return {Requirement(r).name.lower(): Requirement(r) for r in pip_lists[0] if not r.startswith("-")}
+
+
+def test_same_package_names():
+    in_pyproject, in_environment = set(pyproject_requirements()), set(environment_requirements())
+    assert in_pyproject == in_environment, (
+        f"only in pyproject.toml: {sorted(in_pyproject - in_environment)}; "
+        f"only in environment.yml: {sorted(in_environment - in_pyproject)}")
+
+
+def test_same_version_floors():
+    environment = environment_requirements()
+    for name, requirement in pyproject_requirements().items():
+        assert version_floor(requirement) == version_floor(environment[name]), (
+            f"{name}: pyproject.toml says {requirement.specifier}, environment.yml says "
+            f"{environment[name].specifier}; give both the same lower bound")
+
+
+def test_environment_installs_the_course_package_and_python_311():
+    environment = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert "python=3.11" in environment["dependencies"]
+    pip_list = next(e["pip"] for e in environment["dependencies"] if isinstance(e, dict))
+    assert "-e ." in pip_list, "environment.yml must install course_lib itself (-e .)"
