@@ -38,7 +38,16 @@ class HardwarePreset:
     intra_node: Link             # device to device inside a node (NVLink, shared memory, ...)
     inter_node: Link             # node to node (InfiniBand, Ethernet, ...)
     source: str = "measured"     # where the numbers come from: a data sheet, a paper, or "measured"
+    peak_flops: float | None = None  # data-sheet peak, the denominator of MFU; None: same as flops
 
     def __post_init__(self):
         if self.flops <= 0 or self.memory_bytes <= 0:
             raise ValueError(f"preset {self.name!r}: flops and memory_bytes must be positive")
+        if self.peak_flops is not None and self.peak_flops < self.flops:
+            raise ValueError(f"preset {self.name!r}: peak_flops ({self.peak_flops:g}) is below the "
+                             f"sustained flops ({self.flops:g}); peak must be >= sustained")
+
+    @property
+    def mfu_flops(self) -> float:
+        """FLOP/s that MFU divides by: the peak when known, else the sustained rate."""
+        return self.peak_flops if self.peak_flops is not None else self.flops

@@ -1,0 +1,117 @@
+"""Closed-form cost of every collective under the alpha-beta model, and NCCL's bandwidth figures.
+
+Conventions follow the NCCL performance tests: ``nbytes`` is the per-rank buffer for all_reduce,
+broadcast, reduce and all_to_all, the full (gathered) buffer for all_gather/gather, the full input for
+reduce_scatter/scatter. One message of m bytes costs alpha + m / bandwidth (Hockney's model).
+"""
+
+from __future__ import annotations
+
+import math
+
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "scatter", "gather",
+       "all_to_all")
+ALGORITHMS = ("ring", "tree", "recursive_doubling", "parameter_server")
+
+# busbw = algbw * factor (nccl-tests doc/PERFORMANCE.md): the factor turns the user-visible rate into
+# the rate each link must carry, so it can be compared with the hardware's peak bandwidth.
+_BUS_FACTORS = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "scatter": lambda n: (n - 1) / n,
+    "gather": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+
+
+def _check(op: str, nbytes: float, world_size: int, algorithm: str | None = None) -> None:
+    if op not in OPS:
+        raise ValueError(f"unknown collective {op!r}; use one of {', '.join(OPS)}")
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; use one of {', '.join(ALGORITHMS)}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}")
+    if not nbytes >= 0:
+        raise ValueError(f"nbytes must be >= 0, got {nbytes!r}: pass the buffer size in bytes")
+
+
+def _ring(op: str, s: float, n: int, a: float, bw: float) -> float:
+    chunk = a + s / (n * bw)                  # one step moves one chunk of S/n to the ring neighbour
+    if op == "all_reduce":                     # reduce-scatter then all-gather: 2(n-1) steps
+        return 2 * (n - 1) * chunk
+    if op in ("broadcast", "reduce"):          # pipelined along the ring in n chunks: (n-1) + (n-1) steps
+        return 2 * (n - 1) * chunk
+    return (n - 1) * chunk                     # reduce_scatter, all_gather, scatter, gather, all_to_all
+
+
+def _tree(op: str, s: float, n: int, a: float, bw: float, doubling: bool) -> float:
+    levels = math.ceil(math.log2(n))
+    whole = levels * (a + s / bw)              # binomial tree moving the whole message per level
+    halving = levels * a + (n - 1) / n * s / bw  # data halves at every level (scatter/gather style)
+    if op in ("broadcast", "reduce"):
+        return whole
+    if op in ("scatter", "gather"):
+        return halving
+    if op == "all_to_all":                     # Bruck: log n rounds, half the buffer each
+        return levels * (a + s / (2 * bw))
+    if doubling:                               # recursive doubling / halving (Thakur et al. 2005)
+        return whole if op == "all_reduce" else halving
+    if op == "all_reduce":                     # reduce to the root, broadcast back
+        return 2 * whole
+    return whole + halving                     # reduce_scatter = reduce+scatter, all_gather = gather+bcast
+
+
+def _parameter_server(op: str, s: float, n: int, a: float, bw: float) -> float:
+    whole = (n - 1) * (a + s / bw)             # n-1 full messages through the server's link, one by one
+    part = (n - 1) * (a + s / (n * bw))        # n-1 messages of one rank's share
+    if op in ("broadcast", "reduce"):
+        return whole
+    if op == "all_reduce":
+        return 2 * whole
+    if op in ("scatter", "gather"):
+        return part
+    if op in ("all_gather", "reduce_scatter"):
+        return whole + part
+    return 2 * (n - 1) * (a + (n - 1) * s / (n * bw))  # all_to_all relayed by the server
+
+
+def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: str = "ring") -> float:
+    """Seconds one collective takes on ``world_size`` ranks joined by ``link`` (a Link), in closed form.
+
+    ring: 2(n-1)(a + S/(nB)) for all_reduce, (n-1)(a + S/(nB)) for reduce_scatter/all_gather;
+    tree: binomial tree, ceil(log2 n) levels; recursive_doubling: log2 n rounds (exact for powers of 2);
+    parameter_server: every message through one rank, one at a time.
+    """
+    _check(op, nbytes, world_size, algorithm)
+    n = world_size
+    if n == 1:
+        return 0.0
+    a, bw = link.latency, link.bandwidth
+    if algorithm == "ring":
+        return _ring(op, nbytes, n, a, bw)
+    if algorithm == "parameter_server":
+        return _parameter_server(op, nbytes, n, a, bw)
+    return _tree(op, nbytes, n, a, bw, doubling=algorithm == "recursive_doubling")
+
+
+def algorithm_bandwidth(op: str, nbytes: float, seconds: float) -> float:
+    """algbw = size / time in bytes/s, as nccl-tests prints it."""
+    _check(op, nbytes, 1)
+    if not seconds > 0:
+        raise ValueError(f"seconds must be > 0 to compute a bandwidth, got {seconds!r}")
+    return nbytes / seconds
+
+
+def bus_bandwidth(op: str, nbytes: float, seconds: float, world_size: int) -> float:
+    """busbw = algbw x the op's factor (2(n-1)/n for all_reduce, (n-1)/n for all_gather, ...)."""
+    _check(op, nbytes, world_size)
+    return algorithm_bandwidth(op, nbytes, seconds) * _BUS_FACTORS[op](world_size)
+
+
+def bus_factor(op: str, world_size: int) -> float:
+    """The factor busbw / algbw of nccl-tests for ``op`` on ``world_size`` ranks."""
+    _check(op, 0, world_size)
+    return _BUS_FACTORS[op](world_size)

@@ -1,0 +1,76 @@
+"""Named hardware presets (a node of GPUs or a laptop CPU), each with the source of its numbers.
+
+Sustained FLOP/s is an assumption stated beside each preset; ``peak_flops`` is the data-sheet figure MFU uses.
+"""
+
+from __future__ import annotations
+
+from .hardware import HardwarePreset, Link
+
+# Sustained rate assumed for large bf16 GEMMs: 75 % of the data-sheet peak. This is an assumption,
+# not a measurement; `dataclasses.replace(preset, flops=...)` or course_lib.dist.calibrate() change it.
+GEMM_EFFICIENCY = 0.75
+
+H100 = HardwarePreset(
+    name="h100",
+    flops=GEMM_EFFICIENCY * 989e12,
+    peak_flops=989e12,
+    memory_bytes=80e9,
+    # NVLink 4: 900 GB/s per GPU counting both directions, so 450 GB/s each way.
+    intra_node=Link(latency=3e-6, bandwidth=450e9),
+    # One ConnectX-7 NDR InfiniBand port (400 Gb/s = 50 GB/s) per GPU.
+    inter_node=Link(latency=10e-6, bandwidth=50e9),
+    source="NVIDIA DGX H100 data sheet: 8x H100 SXM 80 GB, 989 TFLOP/s dense BF16, NVLink 4 "
+           "900 GB/s per GPU, 8x ConnectX-7 400 Gb/s; latencies are typical NCCL step latencies (assumed)",
+)
+
+A100 = HardwarePreset(
+    name="a100",
+    flops=GEMM_EFFICIENCY * 312e12,
+    peak_flops=312e12,
+    memory_bytes=80e9,
+    # NVLink 3: 600 GB/s per GPU counting both directions.
+    intra_node=Link(latency=3e-6, bandwidth=300e9),
+    # One ConnectX-6 HDR InfiniBand port (200 Gb/s = 25 GB/s) per GPU.
+    inter_node=Link(latency=10e-6, bandwidth=25e9),
+    source="NVIDIA DGX A100 data sheet: 8x A100 SXM 80 GB, 312 TFLOP/s dense BF16, NVLink 3 "
+           "600 GB/s per GPU, 8x ConnectX-6 200 Gb/s; latencies assumed",
+)
+
+LAPTOP_CPU = HardwarePreset(
+    name="laptop_cpu",
+    flops=100e9,
+    peak_flops=200e9,
+    memory_bytes=16e9,
+    # Processes on one machine talk through loopback TCP (gloo): a few GB/s, tens of microseconds.
+    intra_node=Link(latency=30e-6, bandwidth=3e9),
+    # Two laptops on gigabit Ethernet.
+    inter_node=Link(latency=100e-6, bandwidth=125e6),
+    source="order-of-magnitude assumption for a 4-8 core laptop (AVX2 fp32) and 1 Gb/s Ethernet; "
+           "course_lib.dist.calibrate() measures the real machine",
+)
+
+PRESETS: dict[str, HardwarePreset] = {p.name: p for p in (H100, A100, LAPTOP_CPU)}
+
+
+def get_preset(preset: str | HardwarePreset) -> HardwarePreset:
+    """Return a preset given its name or the preset itself (for example from calibrate())."""
+    if isinstance(preset, HardwarePreset):
+        return preset
+    if isinstance(preset, str) and preset.lower() in PRESETS:
+        return PRESETS[preset.lower()]
+    raise ValueError(f"unknown hardware preset {preset!r}; use one of {sorted(PRESETS)} "
+                     "or pass a HardwarePreset (for example course_lib.dist.calibrate())")
+
+
+def preset_from_measurements(flops: float, memory_bytes: float, intra_latency: float,
+                             intra_bandwidth: float, inter_latency: float | None = None,
+                             inter_bandwidth: float | None = None, name: str = "measured",
+                             peak_flops: float | None = None) -> HardwarePreset:
+    """Build a preset from measured numbers; without inter-node figures the intra-node link is reused."""
+    intra = Link(latency=intra_latency, bandwidth=intra_bandwidth)
+    inter = intra if inter_latency is None and inter_bandwidth is None else Link(
+        latency=intra_latency if inter_latency is None else inter_latency,
+        bandwidth=intra_bandwidth if inter_bandwidth is None else inter_bandwidth)
+    return HardwarePreset(name=name, flops=flops, memory_bytes=memory_bytes, intra_node=intra,
+                          inter_node=inter, source="measured", peak_flops=peak_flops)

@@ -1,0 +1,51 @@
+"""The seed's 0D and 1D examples replayed on the virtual clock, and the correct ring beside its loop.
+
+Our reconstruction of the seed's loops: 16 items of 20 compute units; a gradient of 100 data units.
+"""
+
+from __future__ import annotations
+
+from .seed_gpu import simulated_gpus
+
+ITEMS = 16
+UNITS_PER_ITEM = 20
+GRADIENT_UNITS = 100
+
+
+def seed_0d(items: int = ITEMS, units_per_item: float = UNITS_PER_ITEM):
+    """One GPU processes every item in turn. Returns (simulated seconds, timeline); 16 x 20 -> 32.0 s."""
+    (gpu,) = simulated_gpus(1)
+    for item in range(items):
+        gpu.compute(f"item {item}", units_per_item)
+    return gpu.now, gpu.network.timeline("0D: one device")
+
+
+def seed_1d(world_size: int = 4, items: int = ITEMS, units_per_item: float = UNITS_PER_ITEM,
+            gradient_units: float = GRADIENT_UNITS, ring: str = "seed"):
+    """Data parallel: each rank computes items/N, then synchronises gradients.
+
+    ring="seed": the seed's loop, N rounds of sending the *full* gradient to the next rank;
+    ring="correct": reduce-scatter + all-gather, 2(N-1) rounds of a chunk of S/N.
+    Returns (simulated seconds of the slowest rank, timeline).
+    """
+    if ring not in ("seed", "correct"):
+        raise ValueError(f"ring must be 'seed' or 'correct', got {ring!r}")
+    if items % world_size:
+        raise ValueError(f"{items} items do not split evenly over {world_size} ranks; "
+                         "choose a world_size that divides the item count")
+    gpus = simulated_gpus(world_size)
+    per_rank = items // world_size
+    for gpu in gpus:
+        for item in range(per_rank):
+            gpu.compute(f"item {gpu.rank * per_rank + item}", units_per_item)
+    if world_size > 1:
+        rounds = world_size if ring == "seed" else 2 * (world_size - 1)
+        size = gradient_units if ring == "seed" else gradient_units / world_size
+        for step in range(rounds):
+            # Every rank sends first, then receives: a send never waits for the receiver.
+            for gpu in gpus:
+                gpu.send((gpu.rank + 1) % world_size, f"grad step {step}", size)
+            for gpu in gpus:
+                gpu.receive((gpu.rank - 1) % world_size, f"grad step {step}", size)
+    seconds = max(g.now for g in gpus)
+    return seconds, gpus[0].network.timeline(f"1D: data parallel, {ring} ring, {world_size} ranks")

@@ -1,0 +1,104 @@
+"""The Timeline every simulation returns: one lane per rank, events (start, end, kind, label[, meta]).
+
+Kinds are ``compute``, ``comm`` and ``idle``; lanes of symmetric ranks may share one event list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+KINDS = ("compute", "comm", "idle")
+
+
+class Event(NamedTuple):
+    """One event as ``Timeline.events()`` yields it (stored internally as a plain tuple)."""
+
+    lane: int
+    start: float
+    end: float
+    kind: str
+    label: str
+    meta: dict | None = None
+
+
+class Timeline:
+    """Events per lane (a lane is one rank or one pipeline stage) on a virtual clock in seconds.
+
+    Build one with ``Timeline(["rank 0", "rank 1"])`` and ``add(lane, start, end, kind, label)``.
+    ``makespan`` is the last end; ``bubble_fraction`` the share of lane-time with no compute.
+    """
+
+    def __init__(self, lane_names, lanes=None, title: str = "", lane_groups=None):
+        self.lane_names = list(lane_names)
+        self.lanes: list[list[tuple]] = lanes if lanes is not None else [[] for _ in self.lane_names]
+        if len(self.lanes) != len(self.lane_names):
+            raise ValueError(f"{len(self.lane_names)} lane names but {len(self.lanes)} lanes")
+        self.title = title
+        # Optional label per lane saying which group it belongs to (e.g. "stage 2"); viz groups by it.
+        self.lane_groups = list(lane_groups) if lane_groups is not None else None
+        self.peak_activations: list | None = None  # set by simulate_pipeline
+
+    # -- building ------------------------------------------------------------------------------
+    def add(self, lane: int, start: float, end: float, kind: str, label: str, meta: dict | None = None):
+        """Append one event; ``end >= start`` and kind in compute/comm/idle."""
+        if kind not in KINDS:
+            raise ValueError(f"event kind must be one of {KINDS}, got {kind!r}")
+        if end < start:
+            raise ValueError(f"event {label!r} ends ({end}) before it starts ({start})")
+        event = (start, end, kind, label) if meta is None else (start, end, kind, label, meta)
+        self.lanes[lane].append(event)
+
+    # -- reading -------------------------------------------------------------------------------
+    def _unique_lanes(self):
+        """(lane list, how many lanes share it) for each distinct list: shared lanes are counted once."""
+        seen: dict[int, list] = {}
+        for lane in self.lanes:
+            entry = seen.get(id(lane))
+            if entry is None:
+                seen[id(lane)] = [lane, 1]
+            else:
+                entry[1] += 1
+        return seen.values()
+
+    @property
+    def num_events(self) -> int:
+        return sum(len(lane) for lane in self.lanes)
+
+    @property
+    def makespan(self) -> float:
+        ends = [max(e[1] for e in lane) for lane, _ in self._unique_lanes() if lane]
+        return max(ends, default=0.0)
+
+    def busy_time(self, kind: str = "compute") -> float:
+        """Total seconds of ``kind`` events summed over all lanes."""
+        return sum(count * sum(e[1] - e[0] for e in lane if e[2] == kind)
+                   for lane, count in self._unique_lanes())
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Idle / total device-time: 1 - compute time / (lanes x makespan)."""
+        total = len(self.lanes) * self.makespan
+        return 0.0 if total == 0 else 1.0 - self.busy_time("compute") / total
+
+    def events(self, lane: int | None = None) -> Iterator[Event]:
+        """Every event as an ``Event`` named tuple, lane by lane (or of one lane)."""
+        indices = range(len(self.lanes)) if lane is None else (lane,)
+        for i in indices:
+            for e in self.lanes[i]:
+                yield Event(i, *e)
+
+    def __repr__(self) -> str:
+        return (f"Timeline({self.title or 'untitled'}: {len(self.lanes)} lanes, {self.num_events} events, "
+                f"makespan {self.makespan:.6g} s)")
+
+    # -- export --------------------------------------------------------------------------------
+    def to_perfetto(self, lanes=None) -> dict:
+        """The Chrome/Perfetto trace (as torch.profiler writes it): open in ui.perfetto.dev."""
+        from .trace import timeline_to_trace
+        return timeline_to_trace(self, lanes)
+
+    def save_perfetto(self, path, lanes=None) -> str:
+        """Write the trace JSON to ``path`` (all lanes, or the indices in ``lanes``) and return the path."""
+        from .trace import save_trace
+        return save_trace(self, path, lanes)

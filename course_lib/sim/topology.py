@@ -1,0 +1,80 @@
+"""A cluster: nodes of G devices joined by a fast intra-node link and a slower inter-node link.
+
+``make_cluster`` builds one from a preset name or a ``HardwarePreset`` (data sheet or calibration).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .collectives import collective_time
+from .hardware import HardwarePreset, Link
+from .presets import get_preset
+
+
+def _positive_int(name: str, value, hint: str = "") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive whole number, got {value!r}{hint}")
+    return value
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """``nodes`` nodes of ``gpus_per_node`` identical devices; rank r lives on node r // gpus_per_node."""
+
+    nodes: int
+    gpus_per_node: int
+    preset: HardwarePreset
+
+    def __post_init__(self):
+        _positive_int("nodes", self.nodes)
+        _positive_int("gpus_per_node", self.gpus_per_node)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def node_of(self, rank: int) -> int:
+        if not 0 <= rank < self.world_size:
+            raise ValueError(f"rank {rank} is outside this cluster of {self.world_size} devices")
+        return rank // self.gpus_per_node
+
+    def link_between(self, a: int, b: int) -> Link:
+        """The link a message from rank a to rank b travels on."""
+        same_node = self.node_of(a) == self.node_of(b)
+        return self.preset.intra_node if same_node else self.preset.inter_node
+
+    def group_link(self, ranks) -> Link:
+        """The slowest link a collective over ``ranks`` uses: inter-node as soon as it spans two nodes."""
+        nodes = {self.node_of(r) for r in ranks}
+        return self.preset.intra_node if len(nodes) <= 1 else self.preset.inter_node
+
+    def collective_time(self, op: str, nbytes: float, ranks, algorithm: str = "ring") -> float:
+        ranks = list(ranks)
+        return collective_time(op, nbytes, len(ranks), self.group_link(ranks), algorithm)
+
+    def with_links(self, intra_node: Link | None = None, inter_node: Link | None = None) -> Cluster:
+        """The same cluster with a faster or slower network ("what if the network were 4x slower?")."""
+        preset = dataclasses.replace(self.preset,
+                                     intra_node=intra_node or self.preset.intra_node,
+                                     inter_node=inter_node or self.preset.inter_node)
+        return dataclasses.replace(self, preset=preset)
+
+    def __repr__(self) -> str:
+        return (f"Cluster({self.nodes} node(s) x {self.gpus_per_node} {self.preset.name} "
+                f"= {self.world_size} devices)")
+
+
+def make_cluster(nodes: int = 1, gpus_per_node: int = 8, preset: str | HardwarePreset = "h100",
+                 intra_node: Link | None = None, inter_node: Link | None = None) -> Cluster:
+    """A cluster of ``nodes`` x ``gpus_per_node`` devices of one preset (a name or a HardwarePreset).
+
+    ``intra_node`` / ``inter_node`` override the preset's links, e.g. ``inter_node=Link(10e-6, 12.5e9)``.
+    """
+    _positive_int("nodes", nodes)
+    _positive_int("gpus_per_node", gpus_per_node)
+    cluster = Cluster(nodes, gpus_per_node, get_preset(preset))
+    if intra_node is not None or inter_node is not None:
+        cluster = cluster.with_links(intra_node, inter_node)
+    return cluster
