@@ -56,6 +56,16 @@ cancel_jobs() {
     say "cancelled jobs: $(echo "$jobs" | tr '\n' ' ')"
 }
 
+# Every process below $1 (children first found, then theirs).
+descendants() {
+    local children child
+    children="$(ps -o pid= --ppid "$1" 2>/dev/null || true)"
+    for child in $children; do
+        echo "$child"
+        descendants "$child"
+    done
+}
+
 holds_our_files() {
     local fd
     for fd in "$1"/fd/*; do
@@ -71,7 +81,8 @@ stop_orphan_steps() {
         pid="${proc#/proc/}"
         [[ "$(cat "$proc/comm" 2>/dev/null)" == slurmstepd ]] || continue
         holds_our_files "$proc" || continue
-        pkill -KILL -P "$pid" 2>/dev/null || true
+        # shellcheck disable=SC2046  # one pid per word
+        kill -KILL $(descendants "$pid") 2>/dev/null || true
         stop_pid "$pid" 3
         say "stopped leftover job step (pid $pid)"
     done
