@@ -1,0 +1,126 @@
+"""The ring all-reduce step by step: which chunk each rank sends, and what each rank holds after each step.
+
+``ring_schedule`` follows the chapter's convention (reduce-scatter leaves chunk r complete on rank r);
+``draw_ring_step`` draws one step and ``ring_widget`` plays them with a Play button and a slider.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, Rectangle
+
+
+@dataclass(frozen=True)
+class RingStep:
+    """The state after one step: ``holdings[rank][chunk]`` = the ranks whose data that copy sums."""
+
+    phase: str                                   # "start", "reduce-scatter" or "all-gather"
+    index: int                                   # step number inside its phase, from 1
+    sends: tuple[tuple[int, int, int], ...]      # (from rank, to rank, chunk)
+    holdings: tuple[tuple[frozenset, ...], ...]
+
+    def title(self, world_size: int) -> str:
+        if self.phase == "start":
+            return "start: every rank holds only its own data in every chunk"
+        verb = "adds it to its own copy" if self.phase == "reduce-scatter" else "overwrites its copy"
+        return (f"{self.phase} step {self.index} of {world_size - 1}: each rank sends one chunk to its "
+                f"right neighbour, which {verb}")
+
+
+def reduce_scatter_chunks(rank: int, step: int, world_size: int) -> tuple[int, int]:
+    """(chunk sent, chunk received) by ``rank`` at reduce-scatter step ``step`` (0-based)."""
+    return (rank - step - 1) % world_size, (rank - step - 2) % world_size
+
+
+def all_gather_chunks(rank: int, step: int, world_size: int) -> tuple[int, int]:
+    """(chunk sent, chunk received) by ``rank`` at all-gather step ``step`` (0-based)."""
+    return (rank - step) % world_size, (rank - step - 1) % world_size
+
+
+def ring_schedule(world_size: int) -> list[RingStep]:
+    """The start state then the 2(N-1) steps of a ring all-reduce on ``world_size`` ranks."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}")
+    n = world_size
+    holdings = [[frozenset({rank}) for _ in range(n)] for rank in range(n)]
+    steps = [RingStep("start", 0, (), tuple(tuple(row) for row in holdings))]
+    for phase, chunks_of in (("reduce-scatter", reduce_scatter_chunks), ("all-gather", all_gather_chunks)):
+        for step in range(n - 1):
+            sends, updated = [], [list(row) for row in holdings]
+            for rank in range(n):
+                sent, _ = chunks_of(rank, step, n)
+                right = (rank + 1) % n
+                sends.append((rank, right, sent))
+                incoming = holdings[rank][sent]  # what the sender held before this step
+                updated[right][sent] = (holdings[right][sent] | incoming if phase == "reduce-scatter"
+                                        else incoming)
+            holdings = updated
+            steps.append(RingStep(phase, step + 1, tuple(sends), tuple(tuple(row) for row in holdings)))
+    return steps
+
+
+def _rank_position(rank: int, world_size: int) -> tuple[float, float]:
+    angle = math.pi / 2 - 2 * math.pi * rank / world_size  # rank 0 at the top, clockwise
+    return math.cos(angle), math.sin(angle)
+
+
+def draw_ring_step(step: RingStep, ax=None):
+    """Ranks on a circle, each with its N chunks shaded by how many ranks' data they sum; returns the axes."""
+    n = len(step.holdings)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 6.5))
+    cmap = plt.get_cmap("Greens")
+    cell = 0.8 / max(n, 2)
+    for rank, chunks in enumerate(step.holdings):
+        x, y = _rank_position(rank, n)
+        left = x - cell * n / 2
+        ax.text(x, y + 0.17, f"rank {rank}", ha="center", va="bottom", fontsize=9, weight="bold")
+        for chunk, sources in enumerate(chunks):
+            done = len(sources) / n
+            ax.add_patch(Rectangle((left + chunk * cell, y - 0.07), cell, 0.2, fc=cmap(0.15 + 0.8 * done),
+                                   ec="black", lw=1.8 if done == 1 else 0.5))
+            ax.text(left + (chunk + 0.5) * cell, y + 0.03, f"{len(sources)}", ha="center", va="center",
+                    fontsize=10, color="white" if done > 0.6 else "black")
+            ax.text(left + (chunk + 0.5) * cell, y - 0.12, f"c{chunk}", ha="center", va="top", fontsize=7)
+    for sender, receiver, chunk in step.sends:
+        (x0, y0), (x1, y1) = _rank_position(sender, n), _rank_position(receiver, n)
+        ax.add_patch(FancyArrowPatch((0.62 * x0, 0.62 * y0), (0.62 * x1, 0.62 * y1),
+                                     connectionstyle="arc3,rad=-0.25", arrowstyle="-|>", mutation_scale=14,
+                                     color="tab:orange", lw=1.5))
+        mx, my = 0.5 * (x0 + x1) / 2, 0.5 * (y0 + y1) / 2
+        ax.text(mx, my, f"c{chunk}", ha="center", va="center", fontsize=10, color="tab:orange")
+    ax.set_xlim(-1.45, 1.45)
+    ax.set_ylim(-1.35, 1.45)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    caption = textwrap.fill(step.title(n), 60) + "\n(the number in chunk c = how many ranks' data it sums)"
+    ax.set_title(caption, fontsize=9)
+    return ax
+
+
+def ring_widget(world_size: int = 4, interval_ms: int = 1200):
+    """A Play button and a slider stepping through the ring all-reduce, redrawing the ring each step."""
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    steps = ring_schedule(world_size)
+    play = widgets.Play(value=0, min=0, max=len(steps) - 1, interval=interval_ms, description="play")
+    slider = widgets.IntSlider(value=0, min=0, max=len(steps) - 1, description="step")
+    widgets.jslink((play, "value"), (slider, "value"))
+    output = widgets.Output()
+
+    def redraw(change=None):
+        with output:
+            output.clear_output(wait=True)
+            fig, ax = plt.subplots(figsize=(6.5, 6.5))
+            draw_ring_step(steps[slider.value], ax)
+            display(fig)
+            plt.close(fig)
+
+    slider.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([play, slider]), output])
