@@ -4,16 +4,43 @@ Plain Python (no torch, no matplotlib); every time is in seconds of a virtual cl
 """
 
 from .collectives import ALGORITHMS, OPS, algorithm_bandwidth, bus_bandwidth, bus_factor, collective_time
+from .config import StepConfig
 from .hardware import HardwarePreset, Link
+from .memory import (
+    MemoryBreakdown,
+    OutOfMemoryError,
+    activation_memory_per_layer,
+    zero_memory_breakdown,
+    zero_memory_per_device,
+)
+from .memory_plan import memory_per_device
+from .pipeline import Schedule, bubble_fraction_formula, pipeline_schedule, simulate_pipeline
 from .presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
+from .report import StepReport
+from .ring import parameter_server_timeline, ring_timeline
 from .seed_examples import seed_0d, seed_1d
 from .seed_gpu import SimulatedGPU, SimulatedNetwork, simulated_gpus
+from .step import simulate_training_step
 from .timeline import Event, Timeline
 from .topology import Cluster, make_cluster
+from .transformer import (
+    COURSE_MLP,
+    GPT3_175B,
+    LLAMA3_8B,
+    LLAMA3_70B,
+    LLAMA3_405B,
+    MODELS,
+    MLPSpec,
+    TransformerSpec,
+)
 
 __all__ = [
-    "A100", "ALGORITHMS", "Cluster", "Event", "H100", "HardwarePreset", "LAPTOP_CPU", "Link", "OPS",
-    "PRESETS", "SimulatedGPU", "SimulatedNetwork", "Timeline", "algorithm_bandwidth", "bus_bandwidth",
-    "bus_factor", "collective_time", "get_preset", "make_cluster", "preset_from_measurements", "seed_0d",
-    "seed_1d", "simulated_gpus",
+    "A100", "ALGORITHMS", "COURSE_MLP", "Cluster", "Event", "GPT3_175B", "H100", "HardwarePreset",
+    "LAPTOP_CPU", "LLAMA3_405B", "LLAMA3_70B", "LLAMA3_8B", "Link", "MLPSpec", "MODELS", "MemoryBreakdown",
+    "OPS", "OutOfMemoryError", "PRESETS", "Schedule", "SimulatedGPU", "SimulatedNetwork", "StepConfig",
+    "StepReport", "Timeline", "TransformerSpec", "activation_memory_per_layer", "algorithm_bandwidth",
+    "bubble_fraction_formula", "bus_bandwidth", "bus_factor", "collective_time", "get_preset",
+    "make_cluster", "memory_per_device", "parameter_server_timeline", "pipeline_schedule",
+    "preset_from_measurements", "ring_timeline", "seed_0d", "seed_1d", "simulate_pipeline",
+    "simulate_training_step", "simulated_gpus", "zero_memory_breakdown", "zero_memory_per_device",
 ]

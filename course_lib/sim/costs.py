@@ -1,0 +1,132 @@
+"""Per-layer costs of one micro-batch on one device: compute, tensor/context-parallel traffic, params.
+
+Each pipeline piece (virtual stage) becomes a list of Blocks whose events are relative to the block start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .collectives import collective_time
+from .layout import group_link
+
+
+@dataclass
+class Block:
+    """One layer (or the output head) as the timeline shows it, for one micro-batch on one device."""
+
+    name: str
+    params: float                     # parameters this device holds for the block (after TP, before ZeRO)
+    fwd: list = field(default_factory=list)   # (rel_start, rel_end, kind, label)
+    bwd: list = field(default_factory=list)
+    fwd_time: float = 0.0
+    bwd_time: float = 0.0
+
+
+def _append(events: list, t: float, seconds: float, kind: str, label: str) -> float:
+    if seconds > 0:
+        events.append((t, t + seconds, kind, label))
+    return t + seconds
+
+
+class CostModel:
+    """Times and sizes for a StepConfig on a Cluster (all devices of one pipeline stage are alike)."""
+
+    def __init__(self, config, cluster):
+        self.config, self.cluster = config, cluster
+        c, degrees, placement = config, config.degrees, config.placement
+        self.flops = cluster.preset.flops
+        self.tp_link = group_link(cluster, "tp", degrees, placement)
+        self.cp_link = group_link(cluster, "cp", degrees, placement)
+        self.pp_link = group_link(cluster, "pp", degrees, placement)
+        self.dp_link = group_link(cluster, ("dp", "cp"), degrees, placement)
+        self.shard_degree = c.dp * c.cp       # ZeRO shards (and gradients reduce) over dp x cp
+        model, mbs = c.model, c.micro_batch_size
+        self.tokens = mbs * getattr(model, "seq_len", 1)          # per micro-batch of one replica
+        split = c.layer_split
+        starts = [sum(split[:j]) for j in range(len(split))]
+        self.pieces = [self._piece(j, starts[j], split[j]) for j in range(len(split))]
+        if c.is_transformer:
+            act = mbs * (model.seq_len / c.cp) * model.hidden * 2
+            self.p2p_bytes = act / (c.tp if c.sp else 1)
+        else:
+            self.p2p_bytes = mbs * max(model.sizes) * 2
+        self.t_p2p = self.pp_link.transfer_time(self.p2p_bytes) if c.pp > 1 else 0.0
+
+    def _piece(self, j: int, first: int, count: int) -> list:
+        c = self.config
+        blocks = [self._layer(first + i) for i in range(count)]
+        if c.is_transformer:
+            model = c.model
+            if j == 0:     # the embedding: parameters only, its lookup costs no FLOPs worth drawing
+                blocks[0].params += model.embedding_params / c.tp
+            if j == len(c.layer_split) - 1:
+                blocks.append(self._head())
+        return blocks
+
+    def _seconds(self, flops: float) -> float:
+        return flops / self.flops
+
+    def _layer(self, index: int) -> Block:
+        c, model = self.config, self.config.model
+        if not c.is_transformer:
+            weights = model.sizes[index] * model.sizes[index + 1]
+            block = Block(f"layer {index}", float(model.layer_params(index)))
+            t = self._seconds(2 * weights * self.tokens)
+            block.fwd_time = _append(block.fwd, 0.0, t, "compute", f"layer {index}")
+            block.bwd_time = _append(block.bwd, 0.0, 2 * t, "compute", f"layer {index} grad")
+            return block
+        share = c.tp * c.cp
+        attn_flops, mlp_flops = model.layer_forward_flops(self.tokens)
+        t_attn, t_mlp = self._seconds(attn_flops / share), self._seconds(mlp_flops / share)
+        core = self._seconds(4 * model.seq_len * model.hidden * self.tokens / share)
+        act_bytes = self.tokens / c.cp * model.hidden * 2
+        t_tp = collective_time("all_reduce", act_bytes, c.tp, self.tp_link)
+        tp_label = "TP all-gather+reduce-scatter" if c.sp else "TP all-reduce"
+        kv_bytes = 2 * self.tokens * model.kv_dim * 2 / c.tp
+        t_cp = collective_time("all_gather", kv_bytes, c.cp, self.cp_link)
+        name = f"L{index}"
+        block = Block(name, model.params_per_layer / c.tp)
+
+        def forward(events, t, tag=""):
+            _append(events, t, t_cp, "comm", f"{name}{tag} CP all-gather KV")
+            t += max(t_attn, t_cp)
+            _append(events, t - t_attn, t_attn, "compute", f"{name}{tag} attention")
+            t = _append(events, t, t_tp, "comm", f"{name}{tag} {tp_label}")
+            t = _append(events, t, t_mlp, "compute", f"{name}{tag} MLP")
+            return _append(events, t, t_tp, "comm", f"{name}{tag} {tp_label}")
+
+        block.fwd_time = forward(block.fwd, 0.0)
+        t = forward(block.bwd, 0.0, " recompute") if c.recompute == "full" else 0.0
+        if c.recompute == "selective":
+            t = _append(block.bwd, t, core, "compute", f"{name} recompute attention core")
+        t = _append(block.bwd, t, 2 * t_mlp, "compute", f"{name} MLP grad")
+        t = _append(block.bwd, t, t_tp, "comm", f"{name} {tp_label}")
+        t_cp_bwd = collective_time("reduce_scatter", kv_bytes, c.cp, self.cp_link) + t_cp
+        _append(block.bwd, t, t_cp_bwd, "comm", f"{name} CP KV all-gather + dKV reduce-scatter")
+        t += max(2 * t_attn, t_cp_bwd)
+        _append(block.bwd, t - 2 * t_attn, 2 * t_attn, "compute", f"{name} attention grad")
+        block.bwd_time = _append(block.bwd, t, t_tp, "comm", f"{name} {tp_label}")
+        return block
+
+    def _head(self) -> Block:
+        c, model = self.config, self.config.model
+        block = Block("head", model.head_params / c.tp)
+        if model.tied_embeddings and c.pp > 1:   # the last stage keeps its own copy of the word embedding
+            block.params += model.vocab_size * model.hidden / c.tp
+        t = self._seconds(model.head_forward_flops(self.tokens) / (c.tp * c.cp))
+        block.fwd_time = _append(block.fwd, 0.0, t, "compute", "output head + loss")
+        block.bwd_time = _append(block.bwd, 0.0, 2 * t, "compute", "output head grad")
+        return block
+
+    def stage_params(self, stage: int) -> float:
+        """Parameters one device of pipeline ``stage`` holds (after TP, before ZeRO)."""
+        p = self.config.pp
+        return sum(b.params for j, piece in enumerate(self.pieces) if j % p == stage for b in piece)
+
+    def stage_times(self):
+        """fwd[s][c], bwd[s][c]: seconds of one micro-batch through chunk c of stage s."""
+        p, v = self.config.pp, self.config.virtual_stages
+        fwd = [[sum(b.fwd_time for b in self.pieces[c * p + s]) for c in range(v)] for s in range(p)]
+        bwd = [[sum(b.bwd_time for b in self.pieces[c * p + s]) for c in range(v)] for s in range(p)]
+        return fwd, bwd

@@ -1,0 +1,81 @@
+"""How a DP x TP x PP x CP job is laid out: ranks to coordinates, group links, layers to stages.
+
+``placement`` lists the dimensions from innermost (neighbouring ranks, same node) to outermost.
+"""
+
+from __future__ import annotations
+
+import math
+
+DIMENSIONS = ("tp", "cp", "dp", "pp")
+DEFAULT_PLACEMENT = ("tp", "cp", "dp", "pp")  # Megatron-LM's order: TP on NVLink, PP across nodes
+
+
+def check_degrees(world_size: int, degrees: dict) -> None:
+    for name, value in degrees.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    product = math.prod(degrees.values())
+    if product != world_size:
+        spelled = " x ".join(f"{k}={v}" for k, v in degrees.items())
+        others = product // degrees["dp"]
+        hint = (f"for example dp={world_size // others}" if world_size % others == 0
+                else f"choose degrees whose product divides into {world_size}")
+        raise ValueError(f"{spelled} = {product} devices, but the cluster has {world_size}: the degrees must "
+                         f"multiply to the world size ({hint}), or change the cluster")
+
+
+def check_placement(placement) -> tuple:
+    placement = tuple(placement)
+    if sorted(placement) != sorted(DIMENSIONS):
+        raise ValueError(f"placement must order all of {DIMENSIONS} (innermost first), got {placement}")
+    return placement
+
+
+def strides(degrees: dict, placement) -> dict:
+    """Rank distance between neighbours along each dimension."""
+    out, stride = {}, 1
+    for dim in placement:
+        out[dim] = stride
+        stride *= degrees[dim]
+    return out
+
+
+def coordinates(rank: int, degrees: dict, placement) -> dict:
+    """{dimension: index} of ``rank``."""
+    out = {}
+    for dim in placement:
+        rank, out[dim] = divmod(rank, degrees[dim])
+    return out
+
+
+def group_is_intra_node(dims, degrees: dict, placement, gpus_per_node: int) -> bool:
+    """True when every group along ``dims`` (one name or several) stays inside one node."""
+    dims = (dims,) if isinstance(dims, str) else tuple(dims)
+    if all(degrees[d] == 1 for d in dims):
+        return True
+    step = strides(degrees, placement)
+    world = math.prod(degrees.values())
+    for rank in range(world):
+        coords = coordinates(rank, degrees, placement)
+        base = rank - sum(coords[d] * step[d] for d in dims)
+        if base // gpus_per_node != rank // gpus_per_node:
+            return False
+    return True
+
+
+def group_link(cluster, dims, degrees: dict, placement):
+    """The link collectives along ``dims`` run on; in a synchronous step the slowest group sets the pace."""
+    intra = cluster.nodes == 1 or group_is_intra_node(dims, degrees, placement, cluster.gpus_per_node)
+    return cluster.preset.intra_node if intra else cluster.preset.inter_node
+
+
+def split_layers(layers: int, stages: int, virtual_stages: int = 1) -> list:
+    """Layers of each virtual stage j (chunk c of stage s is j = c*stages + s), as even as possible:
+    the first ``layers % (stages*v)`` virtual stages take one more (the last stage also runs the head)."""
+    parts = stages * virtual_stages
+    if parts > layers:
+        raise ValueError(f"{stages} stages x {virtual_stages} virtual stages = {parts} pieces but the model "
+                         f"has only {layers} layers: use pp * virtual_stages <= {layers}")
+    base, extra = divmod(layers, parts)
+    return [base + (1 if j < extra else 0) for j in range(parts)]

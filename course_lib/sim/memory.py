@@ -1,0 +1,99 @@
+"""Memory per device: ZeRO's sharding of parameters, gradients and optimizer states, and activations.
+
+ZeRO: Rajbhandari et al. 2020 (SC20), section 3 and Figure 1 (2 + 2 + 12 bytes per parameter with Adam
+in mixed precision). Activations: Korthikanti et al. 2022, "Reducing Activation Recomputation", Table 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+RECOMPUTE = ("none", "selective", "full")
+GB = 1e9
+
+
+def zero_memory_breakdown(num_params: float, dp_degree: int, stage: int, param_bytes: float = 2,
+                          grad_bytes: float = 2, optimizer_bytes: float = 12) -> dict:
+    """Bytes per device of parameters, gradients and optimizer states under ZeRO stage 0-3."""
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"ZeRO stage must be 0 (plain DDP), 1, 2 or 3, got {stage!r}")
+    if isinstance(dp_degree, bool) or not isinstance(dp_degree, int) or dp_degree < 1:
+        raise ValueError(f"dp_degree must be a whole number >= 1, got {dp_degree!r}")
+    if num_params < 0 or min(param_bytes, grad_bytes, optimizer_bytes) < 0:
+        raise ValueError("num_params and the bytes per parameter must be >= 0")
+    n = num_params
+    return {
+        "parameters": n * param_bytes / (dp_degree if stage >= 3 else 1),
+        "gradients": n * grad_bytes / (dp_degree if stage >= 2 else 1),
+        "optimizer_states": n * optimizer_bytes / (dp_degree if stage >= 1 else 1),
+    }
+
+
+def zero_memory_per_device(num_params: float, dp_degree: int, stage: int, param_bytes: float = 2,
+                           grad_bytes: float = 2, optimizer_bytes: float = 12) -> float:
+    """Bytes per device for model states: stage 0 = (2+2+12) N; stage 3 = (2+2+12) N / dp."""
+    return sum(zero_memory_breakdown(num_params, dp_degree, stage, param_bytes, grad_bytes,
+                                     optimizer_bytes).values())
+
+
+def activation_memory_per_layer(spec, micro_batch: int, tp: int = 1, sequence_parallel: bool = False,
+                                recompute: str = "none", cp: int = 1) -> float:
+    """Bytes of one transformer layer's stored activations in 16-bit training (Korthikanti et al. 2022):
+    s b h (34 + 5 a s / h) without parallelism; s b h (10 + 24/t + 5as/(ht)) with tensor parallel;
+    s b h / t (34 + 5as/h) adding sequence parallel; selective recompute drops the 5as/h term; full
+    recompute keeps only the layer input, 2 s b h (/t with sequence parallel). ``cp`` divides s."""
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
+    for name, value in (("micro_batch", micro_batch), ("tp", tp), ("cp", cp)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    if not hasattr(spec, "hidden"):   # an MLP: keep each layer's 16-bit input and output
+        return 2.0 * micro_batch * max(spec.sizes) * 2
+    s, b, h, a, t = spec.seq_len / cp, micro_batch, spec.hidden, spec.heads, tp
+    sbh = s * b * h
+    if recompute == "full":
+        return 2 * sbh / (t if sequence_parallel else 1)
+    scores = 0.0 if recompute == "selective" else 5 * a * s / h
+    if sequence_parallel:
+        return sbh * (34 + scores) / t
+    return sbh * (10 + 24 / t + scores / t)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes one device holds at its peak, by category."""
+
+    parameters: float
+    gradients: float
+    optimizer_states: float
+    activations: float
+    buffers: float = 0.0
+    capacity: float | None = None
+
+    @property
+    def total(self) -> float:
+        return self.parameters + self.gradients + self.optimizer_states + self.activations + self.buffers
+
+    @property
+    def fits(self) -> bool:
+        return self.capacity is None or self.total <= self.capacity
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if k != "capacity"}
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{k} {v / GB:.2f}" for k, v in self.as_dict().items())
+        cap = f" of {self.capacity / GB:.1f} GB" if self.capacity else ""
+        return f"{self.total / GB:.2f} GB{cap} ({parts} GB)"
+
+
+class OutOfMemoryError(ValueError):
+    """A configuration needs more memory per device than the device has; never silently simulated."""
+
+    def __init__(self, needed: float, available: float, stage: int, breakdown: MemoryBreakdown):
+        self.needed, self.available, self.stage, self.breakdown = needed, available, stage, breakdown
+        super().__init__(
+            f"out of memory: pipeline stage {stage} needs {needed / GB:.2f} GB per device but a device has "
+            f"{available / GB:.2f} GB ({(needed - available) / GB:.2f} GB too much). Breakdown: {breakdown}. "
+            "To fit: raise zero_stage, tp or pp, use recompute='selective' or 'full', "
+            "sequence_parallel=True, a smaller micro-batch, or a device with more memory")

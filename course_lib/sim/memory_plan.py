@@ -1,0 +1,77 @@
+"""Peak memory of every pipeline stage's devices for a whole configuration (the ZeRO calculator, with PP).
+
+Model states from ZeRO, activations from Korthikanti et al. times the micro-batches the schedule keeps.
+"""
+
+from __future__ import annotations
+
+from .config import make_config
+from .memory import MemoryBreakdown, activation_memory_per_layer, zero_memory_breakdown
+from .pipeline import pipeline_schedule, play_schedule
+from .presets import get_preset
+
+
+def stage_params(config) -> list:
+    """Parameters one device of each pipeline stage holds (after tensor parallel, before ZeRO)."""
+    model, p, split = config.model, config.pp, config.layer_split
+    if not config.is_transformer:
+        out, layer = [0.0] * p, 0
+        for j, count in enumerate(split):
+            out[j % p] += sum(model.layer_params(layer + i) for i in range(count))
+            layer += count
+        return out
+    out = [0.0] * p
+    for j, count in enumerate(split):
+        out[j % p] += count * model.params_per_layer
+    out[0] += model.embedding_params
+    out[p - 1] += model.head_params
+    if model.tied_embeddings and p > 1:
+        out[p - 1] += model.vocab_size * model.hidden
+    return [x / config.tp for x in out]
+
+
+def peak_chunks_in_flight(config) -> list:
+    """Per stage, the most chunk-micro-batches whose activations are held at once."""
+    schedule = pipeline_schedule(config.pipeline_kind, config.pp, config.microbatches, config.virtual_stages)
+    ones = [[1.0] * config.virtual_stages for _ in range(config.pp)]
+    return play_schedule(schedule, ones, ones)[1]
+
+
+def plan_memory(config, capacity: float | None = None) -> list:
+    """One MemoryBreakdown per pipeline stage (every device of a stage holds the same)."""
+    model, p = config.model, config.pp
+    per_layer = activation_memory_per_layer(model, config.micro_batch_size, config.tp, config.sp,
+                                            config.recompute, config.cp)
+    split = config.layer_split
+    peaks = peak_chunks_in_flight(config)
+    out = []
+    for s, params in enumerate(stage_params(config)):
+        states = zero_memory_breakdown(params, config.dp * config.cp, config.zero_stage, config.param_bytes,
+                                       config.grad_bytes, config.optimizer_bytes)
+        layers_per_chunk = max(split[j] for j in range(s, len(split), p))
+        activations = peaks[s] * layers_per_chunk * per_layer
+        if config.recompute == "full":   # the layer being recomputed holds its full activations
+            activations += activation_memory_per_layer(model, config.micro_batch_size, config.tp, config.sp,
+                                                       "none", config.cp)
+        if config.is_transformer and s == p - 1:   # fp32 logits of one micro-batch for the loss
+            tokens = config.micro_batch_size * model.seq_len / config.cp
+            activations += tokens * model.vocab_size / config.tp * 4
+        buffers = 0.0
+        if config.zero_stage == 3:   # two gathered layers (current + prefetched) and one unsharded gradient
+            biggest = model.params_per_layer if config.is_transformer else max(
+                model.layer_params(i) for i in range(model.layers))
+            buffers = biggest / config.tp * (2 * config.param_bytes + config.grad_bytes)
+        out.append(MemoryBreakdown(activations=activations, buffers=buffers, capacity=capacity, **states))
+    return out
+
+
+def memory_per_device(model, dp: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, zero_stage: int = 0,
+                      microbatches: int = 1, global_batch: int | None = None, preset=None, **options) -> list:
+    """Peak bytes per device, one MemoryBreakdown per pipeline stage, without simulating the step.
+
+    ``preset`` (a name or HardwarePreset) sets the capacity each breakdown is checked against.
+    """
+    config = make_config(model, dp * tp * pp * cp, dp=dp, tp=tp, pp=pp, cp=cp, zero_stage=zero_stage,
+                         microbatches=microbatches, global_batch=global_batch, **options)
+    capacity = get_preset(preset).memory_bytes if preset is not None else None
+    return plan_memory(config, capacity)

@@ -1,0 +1,79 @@
+"""Event-level collectives: every chunk transfer of a ring (or a parameter server) on the timeline.
+
+Their makespan equals ``collective_time`` in closed form; the chapter-02 drawings read the ``meta``
+of each event: phase, step, chunk, src, dst, nbytes.
+"""
+
+from __future__ import annotations
+
+from .collectives import _check
+from .timeline import Timeline
+
+RING_OPS = ("all_reduce", "reduce_scatter", "all_gather")
+SERVER_OPS = ("all_reduce", "reduce", "broadcast")
+
+
+def _ring_phase(timeline, clock, arrival, phase, first_chunk, steps, chunk_bytes, link, step0):
+    """``steps`` ring rounds; rank r sends chunk (first_chunk(r) - k) mod n to r+1 at round k."""
+    n = len(clock)
+    seconds = link.transfer_time(chunk_bytes)
+    for k in range(steps):
+        new_arrival = [0.0] * n
+        for r in range(n):
+            start = max(clock[r], arrival[r])
+            end = start + seconds
+            clock[r] = end
+            dst = (r + 1) % n
+            new_arrival[dst] = end
+            chunk = (first_chunk(r) - k) % n
+            timeline.lanes[r].append((start, end, "comm", f"{phase} {step0 + k}: chunk {chunk} -> {dst}",
+                                      {"phase": phase, "step": step0 + k, "chunk": chunk, "src": r,
+                                       "dst": dst, "nbytes": chunk_bytes}))
+        arrival[:] = new_arrival
+
+
+def ring_timeline(op: str, world_size: int, nbytes: float, link) -> Timeline:
+    """Every chunk transfer of a ring ``op`` (all_reduce, reduce_scatter, all_gather) on ``world_size`` ranks.
+
+    Reduce-scatter round k: rank r sends chunk (r - k) mod n; after n-1 rounds rank r owns the sum of
+    chunk (r + 1) mod n. All-gather round k: rank r forwards chunk (r + 1 - k) mod n.
+    """
+    _check(op, nbytes, world_size, "ring")
+    if op not in RING_OPS:
+        raise ValueError(f"ring_timeline draws {', '.join(RING_OPS)}; for {op!r} use collective_time")
+    n = world_size
+    timeline = Timeline([f"rank {r}" for r in range(n)], title=f"ring {op}, {n} ranks, {nbytes:g} bytes")
+    clock, arrival = [0.0] * n, [0.0] * n
+    chunk_bytes = nbytes / n
+    step = 0
+    if op in ("all_reduce", "reduce_scatter"):
+        _ring_phase(timeline, clock, arrival, "reduce-scatter", lambda r: r, n - 1, chunk_bytes, link, step)
+        step = n - 1
+    if op in ("all_reduce", "all_gather"):
+        _ring_phase(timeline, clock, arrival, "all-gather", lambda r: r + 1, n - 1, chunk_bytes, link, step)
+    return timeline
+
+
+def parameter_server_timeline(op: str, world_size: int, nbytes: float, link, server: int = 0) -> Timeline:
+    """Every message through one server rank: workers send to it one at a time, then it sends back."""
+    _check(op, nbytes, world_size, "parameter_server")
+    if op not in SERVER_OPS:
+        raise ValueError(f"parameter_server_timeline draws {', '.join(SERVER_OPS)}")
+    if not 0 <= server < world_size:
+        raise ValueError(f"server must be a rank in 0..{world_size - 1}, got {server}")
+    n = world_size
+    timeline = Timeline([f"rank {r}" for r in range(n)],
+                        title=f"parameter server {op}, {n} ranks, {nbytes:g} bytes")
+    seconds = link.transfer_time(nbytes)
+    workers = [r for r in range(n) if r != server]
+    now = 0.0
+    phases = {"all_reduce": ("reduce", "broadcast"), "reduce": ("reduce",), "broadcast": ("broadcast",)}[op]
+    for phase in phases:
+        for step, worker in enumerate(workers):
+            src, dst = (worker, server) if phase == "reduce" else (server, worker)
+            meta = {"phase": phase, "step": step, "chunk": 0, "src": src, "dst": dst, "nbytes": nbytes}
+            timeline.lanes[src].append((now, now + seconds, "comm", f"{phase}: {src} -> {dst}", meta))
+            if phase == "reduce":  # the server's side of the same transfer, to show its link is busy
+                timeline.lanes[server].append((now, now + seconds, "comm", f"recv from {src}", meta))
+            now += seconds
+    return timeline

@@ -1,0 +1,68 @@
+"""ZeRO memory, activation memory (Korthikanti et al.) and the per-stage memory plan."""
+
+import pytest
+
+from course_lib.sim import (
+    GPT3_175B,
+    LLAMA3_8B,
+    activation_memory_per_layer,
+    memory_per_device,
+    zero_memory_breakdown,
+    zero_memory_per_device,
+)
+
+
+def test_zero_paper_figure_1():
+    # 7.5B parameters, 64-way data parallel: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB.
+    n = 7.5e9
+    assert zero_memory_per_device(n, 64, 0) == pytest.approx(16 * n)
+    assert zero_memory_per_device(n, 64, 1) == pytest.approx(4 * n + 12 * n / 64)
+    assert zero_memory_per_device(n, 64, 2) == pytest.approx(2 * n + 14 * n / 64)
+    assert zero_memory_per_device(n, 64, 3) == pytest.approx(16 * n / 64)
+    assert zero_memory_per_device(n, 64, 1) / 1e9 == pytest.approx(31.4, abs=0.05)
+    assert zero_memory_breakdown(n, 1, 3) == zero_memory_breakdown(n, 1, 0)
+
+
+def test_activation_formulas_by_hand():
+    sbh = 2048 * 1 * 12288              # GPT-3: s=2048, h=12288, a=96 -> 5as/h = 80
+    assert activation_memory_per_layer(GPT3_175B, 1) == pytest.approx(sbh * (34 + 80))
+    assert activation_memory_per_layer(GPT3_175B, 1, tp=8) == pytest.approx(sbh * (10 + 3 + 10))
+    assert activation_memory_per_layer(GPT3_175B, 1, 8, True) == pytest.approx(sbh * 114 / 8)
+    assert activation_memory_per_layer(GPT3_175B, 1, 8, True, "selective") == pytest.approx(sbh * 34 / 8)
+    assert activation_memory_per_layer(GPT3_175B, 1, 8, False, "full") == pytest.approx(2 * sbh)
+    assert activation_memory_per_layer(GPT3_175B, 2, 8, True, "full") == pytest.approx(2 * 2 * sbh / 8)
+    assert activation_memory_per_layer(GPT3_175B, 1, cp=2) == pytest.approx(sbh / 2 * (34 + 40))
+
+
+def test_plan_counts_every_parameter_once():
+    for pp in (1, 2, 4):
+        stages = memory_per_device(LLAMA3_8B, pp=pp, tp=2, dp=2, microbatches=4)
+        params = sum(s.parameters for s in stages) * 2 / 2  # tp=2 shards, 2 bytes each
+        assert params == pytest.approx(LLAMA3_8B.num_params)
+
+
+def test_1f1b_stage_0_holds_more_activations_than_the_last_stage():
+    stages = memory_per_device(LLAMA3_8B, pp=4, microbatches=8, recompute="full")
+    assert stages[0].activations > stages[1].activations > stages[2].activations
+
+
+def test_zero_shrinks_memory_in_order():
+    totals = [memory_per_device(LLAMA3_8B, dp=8, zero_stage=z, recompute="full")[0].total for z in range(4)]
+    assert totals[0] > totals[1] > totals[2] > totals[3]
+
+
+def test_capacity_is_checked():
+    (stage,) = memory_per_device(LLAMA3_8B, preset="h100")
+    assert not stage.fits and stage.capacity == 80e9
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: zero_memory_per_device(1e9, 8, 4), "ZeRO stage"),
+    (lambda: zero_memory_per_device(1e9, 0, 1), "dp_degree"),
+    (lambda: zero_memory_per_device(-1, 8, 1), ">= 0"),
+    (lambda: activation_memory_per_layer(GPT3_175B, 1, recompute="some"), "recompute"),
+    (lambda: activation_memory_per_layer(GPT3_175B, 0), "micro_batch"),
+])
+def test_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

@@ -1,0 +1,51 @@
+"""The event-level ring agrees with the closed form, and its transfers really compute a sum."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_lib.sim import Link, collective_time, parameter_server_timeline, ring_timeline
+
+LINK = Link(2e-5, 5e9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 32), nbytes=st.floats(0, 1e9), op=st.sampled_from(["all_reduce", "reduce_scatter",
+                                                                           "all_gather"]))
+def test_event_level_ring_equals_closed_form(n, nbytes, op):
+    t = ring_timeline(op, n, nbytes, LINK)
+    assert t.makespan == pytest.approx(collective_time(op, nbytes, n, LINK), rel=1e-9, abs=1e-15)
+    steps = (2 if op == "all_reduce" else 1) * (n - 1)
+    assert t.num_events == n * steps
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8])
+def test_replaying_the_transfers_sums_every_chunk(n):
+    values = [[float(10 * r + c) for c in range(n)] for r in range(n)]
+    expected = [sum(values[r][c] for r in range(n)) for c in range(n)]
+    events = sorted((e.meta for e in ring_timeline("all_reduce", n, 1.0, LINK).events()),
+                    key=lambda m: m["step"])
+    for step in range(2 * (n - 1)):
+        snapshot = [row[:] for row in values]
+        for m in (m for m in events if m["step"] == step):
+            incoming = snapshot[m["src"]][m["chunk"]]
+            if m["phase"] == "reduce-scatter":
+                values[m["dst"]][m["chunk"]] += incoming
+            else:
+                values[m["dst"]][m["chunk"]] = incoming
+    assert values == [expected] * n
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "reduce", "broadcast"])
+def test_parameter_server_timeline_equals_closed_form(op):
+    t = parameter_server_timeline(op, 6, 1e8, LINK)
+    assert t.makespan == pytest.approx(collective_time(op, 1e8, 6, LINK, "parameter_server"))
+
+
+def test_bad_requests():
+    with pytest.raises(ValueError, match="ring_timeline draws"):
+        ring_timeline("broadcast", 4, 1.0, LINK)
+    with pytest.raises(ValueError, match="nbytes"):
+        ring_timeline("all_reduce", 4, -1.0, LINK)
+    with pytest.raises(ValueError, match="server"):
+        parameter_server_timeline("reduce", 4, 1.0, LINK, server=9)

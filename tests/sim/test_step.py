@@ -1,0 +1,137 @@
+"""simulate_training_step from 0D to 4D: hand-computed small cases and the orderings the course shows."""
+
+import pytest
+
+from course_lib.sim import (
+    COURSE_MLP,
+    LLAMA3_8B,
+    LLAMA3_405B,
+    Link,
+    OutOfMemoryError,
+    TransformerSpec,
+    collective_time,
+    make_cluster,
+    simulate_training_step,
+)
+
+SMALL = TransformerSpec(8, 1024, 16, 1024, 32000, name="small")
+
+
+def test_single_device_step_is_training_flops_over_flops():
+    cluster = make_cluster(1, 1)
+    report = simulate_training_step(SMALL, cluster)
+    expected = SMALL.training_flops(1024) / cluster.preset.flops
+    assert report.step_time == pytest.approx(expected)
+    assert report.mfu == pytest.approx(cluster.preset.flops / cluster.preset.peak_flops)
+    assert report.tokens_per_second == pytest.approx(1024 / expected)
+    assert report.bubble_fraction == pytest.approx(0.0, abs=1e-12)
+
+
+def test_course_mlp_runs_on_a_laptop_preset():
+    report = simulate_training_step(COURSE_MLP, make_cluster(1, 2, "laptop_cpu"), dp=2, global_batch=64)
+    assert report.step_time > 0 and report.config.micro_batch_size == 32
+
+
+def test_data_parallel_without_overlap_adds_one_all_reduce():
+    cluster = make_cluster(1, 8)
+    single = simulate_training_step(SMALL, make_cluster(1, 1)).step_time
+    ring = simulate_training_step(SMALL, cluster, dp=8, overlap=False)
+    grads = SMALL.num_params * 2
+    expected = single + collective_time("all_reduce", grads, 8, cluster.preset.intra_node)
+    assert ring.step_time == pytest.approx(expected)
+    server = simulate_training_step(SMALL, cluster, dp=8, overlap=False, dp_algorithm="parameter_server")
+    assert server.step_time > ring.step_time
+
+
+def test_ddp_buckets_hide_communication_behind_the_backward():
+    cluster = make_cluster(4, 8, inter_node=Link(10e-6, 25e9))
+    batch = dict(dp=32, global_batch=32 * 16)
+    plain = simulate_training_step(SMALL, cluster, overlap=False, **batch)
+    ddp = simulate_training_step(SMALL, cluster, overlap=True, **batch)
+    assert ddp.step_time < plain.step_time
+    compute_end = max(e.end for e in ddp.timeline.events(0) if e.kind == "compute")
+    buckets = [e for e in ddp.timeline.events(0) if "bucket" in e.label]
+    assert len(buckets) > 1 and buckets[0].start < compute_end <= ddp.step_time
+
+
+def test_zero_stages_trade_speed_for_memory_in_the_seed_order():
+    cluster = make_cluster(2, 8, inter_node=Link(10e-6, 10e9))
+    reports = [simulate_training_step(LLAMA3_8B, cluster, dp=16, zero_stage=z, microbatches=4,
+                                      recompute="full") for z in (1, 2, 3)]
+    times = [r.step_time for r in reports]
+    memory = [r.peak_memory for r in reports]
+    assert times[0] < times[1] < times[2]
+    assert memory[0] > memory[1] > memory[2]
+    fsdp_events = [e.label for e in reports[2].timeline.events(0) if "FSDP" in e.label]
+    assert any("all-gather" in x for x in fsdp_events) and any("reduce-scatter" in x for x in fsdp_events)
+
+
+def test_tensor_parallel_has_two_all_reduces_each_way_per_layer():
+    report = simulate_training_step(SMALL, make_cluster(1, 4), tp=4, microbatches=2, global_batch=2)
+    tp_events = [e for e in report.timeline.events(0) if "TP" in e.label]
+    assert len(tp_events) == SMALL.layers * 4 * 2
+
+
+def test_naive_model_parallel_idles_and_microbatches_help():
+    cluster = make_cluster(1, 4)
+    naive = simulate_training_step(SMALL, cluster, pp=4, microbatches=1, global_batch=8)
+    piped = simulate_training_step(SMALL, cluster, pp=4, microbatches=8, global_batch=8)
+    assert naive.bubble_fraction > 0.7
+    assert piped.step_time < naive.step_time and piped.bubble_fraction < naive.bubble_fraction
+    inter = simulate_training_step(SMALL, cluster, pp=4, microbatches=8, global_batch=8,
+                                   schedule="interleaved_1f1b", virtual_stages=2)
+    assert inter.bubble_fraction < piped.bubble_fraction
+
+
+def test_placement_decides_which_link_tensor_parallel_uses():
+    cluster = make_cluster(2, 4)
+    inner = simulate_training_step(SMALL, cluster, tp=4, dp=2)
+    outer = simulate_training_step(SMALL, cluster, tp=4, dp=2, placement=("dp", "tp", "cp", "pp"))
+    assert outer.step_time > inner.step_time
+
+
+def test_every_rank_has_its_lane_and_stage_lanes_match():
+    report = simulate_training_step(SMALL, make_cluster(2, 8), dp=2, tp=2, pp=2, cp=2, microbatches=4,
+                                    global_batch=8)
+    t = report.timeline
+    assert len(t.lanes) == 16
+    stages = report.stage_of_rank
+    assert all(t.lanes[r] == t.lanes[stages.index(stages[r])] for r in range(16))
+    assert any("CP" in e.label for e in t.events(0))
+    trace = t.to_perfetto(lanes=[0, 15])
+    assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {0, 15}
+
+
+def test_4d_llama_405b_on_1024_gpus():
+    report = simulate_training_step(LLAMA3_405B, make_cluster(128, 8), dp=8, tp=8, pp=16, zero_stage=1,
+                                    microbatches=16, global_batch=128, recompute="full")
+    assert 0.2 < report.mfu < 0.75
+    assert report.peak_memory < 80e9 and report.timeline.num_events > 1_000_000
+
+
+def test_out_of_memory_is_reported_with_the_excess():
+    with pytest.raises(OutOfMemoryError, match="too much") as info:
+        simulate_training_step(LLAMA3_8B, make_cluster(1, 1))
+    assert info.value.needed > info.value.available == 80e9
+    report = simulate_training_step(LLAMA3_8B, make_cluster(1, 1), check_memory=False)
+    assert not report.memory_per_device[0].fits
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(dp=3), "multiply to the world size"),
+    (dict(dp=4, zero_stage=5), "zero_stage"),
+    (dict(dp=2, pp=2, zero_stage=3), "zero_stage<=1"),
+    (dict(pp=4, microbatches=2, schedule="interleaved_1f1b", virtual_stages=2), "multiple of the stage"),
+    (dict(dp=4, global_batch=6), "multiple of dp"),
+    (dict(tp=4, placement=("tp", "dp")), "placement"),
+    (dict(dp=4, microbatches=-1), "microbatches"),
+    (dict(tp=4, recompute="most"), "recompute"),
+])
+def test_bad_configurations_say_what_to_change(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        simulate_training_step(SMALL, make_cluster(1, 4), **kwargs)
+
+
+def test_mlp_refuses_tensor_parallel():
+    with pytest.raises(ValueError, match="too small"):
+        simulate_training_step(COURSE_MLP, make_cluster(1, 2), tp=2)
