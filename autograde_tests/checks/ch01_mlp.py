@@ -4,7 +4,8 @@ Inputs are drawn at grading time from seeds taken from os.urandom, so reading th
 answers; every failure message names its seed so the case can be replayed with ``random_mlp_case``.
 
 Each check takes the student's function, either the function object (in the notebook's kernel) or a
-``StudentFunction`` built from the solution cell's source (isolated re-grading), and raises
+``StudentFunction`` built from the solution cell's source (isolated re-grading: every call then runs in
+one forked, sandboxed child through ``map_isolated`` and only the gradients come back), and raises
 AssertionError with a message for the student when it is wrong.
 
 Test cells of solutions/01_mlp_by_hand/01_mlp_by_hand.ipynb and what their hidden part calls:
@@ -24,7 +25,10 @@ import os
 import random
 import tokenize
 
-from course_lib.grading.mlp_checks import check_manual_backward, random_mlp_case
+import torch
+
+from course_lib.grading.isolation import IsolatedCallError, map_isolated
+from course_lib.grading.mlp_checks import autograd_gradients, compare_gradients, random_mlp_case
 from course_lib.grading.student_function import StudentFunction, as_student_function
 from course_lib.models import HIDDEN_UNITS, IN_FEATURES, OUT_FEATURES
 
@@ -65,11 +69,23 @@ def _refuse_autograd(student: StudentFunction) -> None:
 def _check_cases(manual_backward, cases) -> None:
     student = as_student_function(manual_backward, name=FUNCTION_NAME)
     _refuse_autograd(student)
+    inputs, names = [], []
     for seed, batch, sizes, shift in cases:
-        x, y, params = random_mlp_case(seed, batch, *sizes, hidden_bias_shift=shift)
-        case = (f"hidden case: batch {batch}, shapes {sizes[0]}->{sizes[1]}->{sizes[2]}, seed {seed}"
-                + (f", hidden biases shifted by {shift}" if shift else ""))
-        check_manual_backward(student, x, y, params, case=case, quiet=True)
+        inputs.append(random_mlp_case(seed, batch, *sizes, hidden_bias_shift=shift))
+        names.append(f"hidden case: batch {batch}, shapes {sizes[0]}->{sizes[1]}->{sizes[2]}, seed {seed}"
+                     + (f", hidden biases shifted by {shift}" if shift else ""))
+    calls = [(x.clone(), y.clone(), {k: v.clone() for k, v in params.items()}) for x, y, params in inputs]
+    try:
+        with torch.no_grad():  # forked children inherit the switch: autograd stays off there too
+            results = map_isolated(student, calls, name=FUNCTION_NAME, timeout=60)
+    except IsolatedCallError as error:
+        raise AssertionError(f"{FUNCTION_NAME} failed on a hidden case: {error}") from None
+    for (x, y, params), (_, _, given), got, case in zip(inputs, calls, results, names, strict=True):
+        for name, value in params.items():
+            if not torch.equal(given[name], value):
+                raise AssertionError(f"{FUNCTION_NAME} changed params[{name!r}] in place: compute gradients "
+                                     f"only, leave the weights as they were ({case})")
+        compare_gradients(got, autograd_gradients(x, y, params), params, case)
     print(f"{FUNCTION_NAME} passed {len(cases)} hidden cases")
 
 
