@@ -35,8 +35,8 @@ def _ring_phase(timeline, clock, arrival, phase, first_chunk, steps, chunk_bytes
 def ring_timeline(op: str, world_size: int, nbytes: float, link) -> Timeline:
     """Every chunk transfer of a ring ``op`` (all_reduce, reduce_scatter, all_gather) on ``world_size`` ranks.
 
-    Reduce-scatter round k: rank r sends chunk (r - k) mod n; after n-1 rounds rank r owns the sum of
-    chunk (r + 1) mod n. All-gather round k: rank r forwards chunk (r + 1 - k) mod n.
+    Chapter 02's convention: reduce-scatter round k, rank r sends chunk (r - k - 1) mod n, so after n-1
+    rounds rank r owns the sum of chunk r; all-gather round k, rank r forwards chunk (r - k) mod n.
     """
     _check(op, nbytes, world_size, "ring")
     if op not in RING_OPS:
@@ -47,10 +47,11 @@ def ring_timeline(op: str, world_size: int, nbytes: float, link) -> Timeline:
     chunk_bytes = nbytes / n
     step = 0
     if op in ("all_reduce", "reduce_scatter"):
-        _ring_phase(timeline, clock, arrival, "reduce-scatter", lambda r: r, n - 1, chunk_bytes, link, step)
+        _ring_phase(timeline, clock, arrival, "reduce-scatter", lambda r: r - 1, n - 1, chunk_bytes, link,
+                    step)
         step = n - 1
     if op in ("all_reduce", "all_gather"):
-        _ring_phase(timeline, clock, arrival, "all-gather", lambda r: r + 1, n - 1, chunk_bytes, link, step)
+        _ring_phase(timeline, clock, arrival, "all-gather", lambda r: r, n - 1, chunk_bytes, link, step)
     return timeline
 
 

@@ -1,0 +1,12 @@
+"""Drawings and widgets of the course: timelines, memory bars, placements and ipywidgets explorers.
+
+They draw what ``course_lib.sim`` (and ``course_lib.dist``) produce and start nothing themselves.
+"""
+
+from .explorers import data_parallel_explorer, layout_explorer, pipeline_explorer, zero_memory_explorer
+from .layout import plot_placement
+from .memory import plot_memory
+from .timeline import plot_timeline
+
+__all__ = ["data_parallel_explorer", "layout_explorer", "pipeline_explorer", "plot_memory",
+           "plot_placement", "plot_timeline", "zero_memory_explorer"]

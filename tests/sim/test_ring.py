@@ -36,6 +36,12 @@ def test_replaying_the_transfers_sums_every_chunk(n):
     assert values == [expected] * n
 
 
+def test_reduce_scatter_leaves_chunk_r_complete_on_rank_r():
+    n = 5
+    last = [e.meta for e in ring_timeline("reduce_scatter", n, 1.0, LINK).events() if e.meta["step"] == n - 2]
+    assert sorted((m["dst"], m["chunk"]) for m in last) == [(r, r) for r in range(n)]
+
+
 @pytest.mark.parametrize("op", ["all_reduce", "reduce", "broadcast"])
 def test_parameter_server_timeline_equals_closed_form(op):
     t = parameter_server_timeline(op, 6, 1e8, LINK)

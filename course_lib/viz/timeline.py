@@ -1,0 +1,83 @@
+"""Draw a simulator Timeline: one lane per rank, compute / communication / idle in distinct colours.
+
+Beyond ``max_rows`` lanes, ranks with identical lanes (or the same group label) share one row.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
+
+from .style import COLORS, time_unit
+
+
+def _rows(timeline, max_rows: int):
+    """[(label, lane events)] — one per lane, or one per group of identical lanes when there are many."""
+    lanes, names = timeline.lanes, timeline.lane_names
+    if len(lanes) <= max_rows:
+        return [(names[i], lanes[i]) for i in range(len(lanes))], 0
+    groups: dict = {}
+    for i, lane in enumerate(lanes):
+        key = timeline.lane_groups[i] if timeline.lane_groups else id(lane)
+        groups.setdefault(key, []).append(i)
+    rows = []
+    for members in groups.values():
+        head = timeline.lane_groups[members[0]] if timeline.lane_groups else names[members[0]]
+        count = f"{len(members)} ranks" if len(members) > 1 else names[members[0]]
+        rows.append((f"{head} ({count})" if len(members) > 1 else head, lanes[members[0]]))
+    hidden = max(0, len(rows) - max_rows)
+    return rows[:max_rows], hidden
+
+
+def _color(event) -> str:
+    if event[2] == "compute" and len(event) > 4 and event[4]:
+        phase = event[4].get("phase")
+        if phase in ("F", "B"):
+            return COLORS["forward" if phase == "F" else "backward"]
+    return COLORS[event[2]]
+
+
+def plot_timeline(timeline, ax=None, max_rows: int = 32, title: str | None = None,
+                  labels: bool | None = None):
+    """Draw ``timeline`` (a course_lib.sim Timeline) and return the matplotlib Axes.
+
+    Compute fills the upper part of a row, communication the lower part, idle time is grey.
+    ``labels``: write event labels inside wide enough bars (default: when few events are shown).
+    """
+    rows, hidden = _rows(timeline, max_rows)
+    makespan = timeline.makespan or 1.0
+    scale, unit = time_unit(makespan)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 0.5 + 0.45 * len(rows)))
+    if labels is None:
+        labels = sum(len(lane) for _, lane in rows) <= 80
+    for y, (_, lane) in enumerate(rows):
+        ax.broken_barh([(0, makespan * scale)], (y - 0.4, 0.8), color=COLORS["idle"], zorder=0)
+        by_color: dict = {}
+        for e in lane:
+            top = e[2] != "comm"
+            box = (y - 0.4, 0.5) if top else (y + 0.12, 0.28)
+            by_color.setdefault((_color(e), box), []).append((e[0] * scale, (e[1] - e[0]) * scale))
+        for (color, box), spans in by_color.items():
+            ax.broken_barh(spans, box, color=color, zorder=1, linewidth=0.3, edgecolor="white")
+        if labels:
+            for e in lane:
+                width = (e[1] - e[0]) * scale
+                if width > makespan * scale / 40:
+                    ybox = y - 0.15 if e[2] != "comm" else y + 0.26
+                    ax.text((e[0] * scale + width / 2), ybox, e[3], ha="center", va="center", fontsize=7,
+                            color="white" if e[2] != "comm" else "black", clip_on=True)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(0, makespan * scale)
+    ax.set_xlabel(f"time ({unit})")
+    note = f"  (+{hidden} more rows)" if hidden else ""
+    ax.set_title((title or timeline.title or "timeline") + note)
+    handles = [Patch(color=COLORS[k], label=k) for k in ("compute", "comm", "idle")]
+    if any(len(e) > 4 and e[4] and e[4].get("phase") in ("F", "B") for _, lane in rows for e in lane[:50]):
+        handles = [Patch(color=COLORS["forward"], label="forward"),
+                   Patch(color=COLORS["backward"], label="backward")] + handles[1:]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.15 - 0.6 / max(len(rows), 1)),
+              ncol=len(handles), frameon=False, fontsize=8)
+    ax.figure.tight_layout()
+    return ax
