@@ -21,8 +21,10 @@ from .ring import parameter_server_timeline, ring_timeline
 from .seed_examples import seed_0d, seed_1d
 from .seed_gpu import SimulatedGPU, SimulatedNetwork, simulated_gpus
 from .step import simulate_training_step
+from .strategies import STRATEGIES, strategy
 from .timeline import Event, Timeline
 from .topology import Cluster, make_cluster
+from .traffic import zero_traffic_per_device
 from .transformer import (
     COURSE_MLP,
     GPT3_175B,
@@ -42,5 +44,6 @@ __all__ = [
     "bubble_fraction_formula", "bus_bandwidth", "bus_factor", "collective_time", "get_preset",
     "make_cluster", "memory_per_device", "parameter_server_timeline", "pipeline_schedule",
     "preset_from_measurements", "ring_timeline", "seed_0d", "seed_1d", "simulate_pipeline",
-    "simulate_training_step", "simulated_gpus", "zero_memory_breakdown", "zero_memory_per_device",
+    "simulate_training_step", "simulated_gpus", "strategy", "STRATEGIES", "zero_memory_breakdown",
+    "zero_memory_per_device", "zero_traffic_per_device",
 ]
