@@ -96,7 +96,7 @@ def zero_memory_explorer(model=sim.LLAMA3_70B):
                                        pp=min(pp.value, spec.layers), zero_stage=zero.value,
                                        microbatches=micro.value, recompute=recompute.value,
                                        preset=device.value, schedule="1f1b")
-        fig, ax = plt.subplots(figsize=(max(5, 1 + 0.6 * len(stages)), 3.5))
+        fig, ax = plt.subplots(figsize=(max(6, 3 + 0.8 * len(stages)), 3.5))
         plot_memory(stages, ax=ax, title=f"{spec.name}: memory per device by pipeline stage")
         worst = max(stages, key=lambda m: m.total)
         excess = (worst.total - worst.capacity) / 1e9

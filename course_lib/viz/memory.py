@@ -31,7 +31,7 @@ def plot_memory(breakdowns, labels=None, capacity: float | None = None, ax=None,
     if capacity is None:
         capacity = next((b.capacity for b in breakdowns if b.capacity), None)
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(4, 1 + 0.8 * len(breakdowns)), 3.5))
+        _, ax = plt.subplots(figsize=(max(6, 3 + 0.8 * len(breakdowns)), 3.5))
     x = range(len(breakdowns))
     bottom = [0.0] * len(breakdowns)
     for category, color in MEMORY_COLORS.items():

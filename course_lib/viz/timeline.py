@@ -49,24 +49,31 @@ def plot_timeline(timeline, ax=None, max_rows: int = 32, title: str | None = Non
     scale, unit = time_unit(makespan)
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 0.5 + 0.45 * len(rows)))
+    shown = sum(len(lane) for _, lane in rows)
     if labels is None:
-        labels = sum(len(lane) for _, lane in rows) <= 80
+        labels = sum(e[2] == "compute" for _, lane in rows for e in lane) <= 120
+    # Only communication on the timeline (a collective on its own): it gets the whole row.
+    comm_only = all(e[2] != "compute" for _, lane in rows for e in lane)
+    edge = dict(linewidth=0.4, edgecolor="white") if shown <= 400 else dict(linewidth=0)
+    chars_per_second = ax.figure.get_figwidth() * 0.8 * 72 / (7 * 0.6) / (makespan * scale)
     for y, (_, lane) in enumerate(rows):
         ax.broken_barh([(0, makespan * scale)], (y - 0.4, 0.8), color=COLORS["idle"], zorder=0)
         by_color: dict = {}
         for e in lane:
-            top = e[2] != "comm"
-            box = (y - 0.4, 0.5) if top else (y + 0.12, 0.28)
+            box = (y - 0.4, 0.8) if comm_only else (y - 0.4, 0.5) if e[2] != "comm" else (y + 0.12, 0.28)
             by_color.setdefault((_color(e), box), []).append((e[0] * scale, (e[1] - e[0]) * scale))
         for (color, box), spans in by_color.items():
-            ax.broken_barh(spans, box, color=color, zorder=1, linewidth=0.3, edgecolor="white")
+            ax.broken_barh(spans, box, color=color, zorder=1, **edge)
         if labels:
             for e in lane:
                 width = (e[1] - e[0]) * scale
-                if width > makespan * scale / 40:
-                    ybox = y - 0.15 if e[2] != "comm" else y + 0.26
-                    ax.text((e[0] * scale + width / 2), ybox, e[3], ha="center", va="center", fontsize=7,
-                            color="white" if e[2] != "comm" else "black", clip_on=True)
+                fits = int(width * chars_per_second)
+                if fits < 3:
+                    continue
+                text = e[3] if len(e[3]) <= fits else e[3][:fits - 1] + "…"
+                ybox = y if comm_only else y - 0.15 if e[2] != "comm" else y + 0.26
+                ax.text(e[0] * scale + width / 2, ybox, text, ha="center", va="center", fontsize=7,
+                        color="black" if e[2] == "comm" else "white", clip_on=True)
     ax.set_yticks(range(len(rows)), [label for label, _ in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, makespan * scale)
@@ -77,7 +84,6 @@ def plot_timeline(timeline, ax=None, max_rows: int = 32, title: str | None = Non
     if any(len(e) > 4 and e[4] and e[4].get("phase") in ("F", "B") for _, lane in rows for e in lane[:50]):
         handles = [Patch(color=COLORS["forward"], label="forward"),
                    Patch(color=COLORS["backward"], label="backward")] + handles[1:]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.15 - 0.6 / max(len(rows), 1)),
-              ncol=len(handles), frameon=False, fontsize=8)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
     ax.figure.tight_layout()
     return ax
