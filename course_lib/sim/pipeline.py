@@ -26,6 +26,7 @@ class Schedule:
 
     def __post_init__(self):
         _check_counts(self.stages, self.microbatches, self.virtual_stages)
+        self.ops = [[_normalise(op) for op in stage] for stage in self.ops]
         if len(self.ops) != self.stages:
             raise ValueError(f"the schedule lists {len(self.ops)} stages but stages={self.stages}")
         expected = {(ph, mb, c) for ph in "FB" for mb in range(self.microbatches)
@@ -33,7 +34,6 @@ class Schedule:
         for s, ops in enumerate(self.ops):
             seen = set()
             for op in ops:
-                op = tuple(op)
                 if op not in expected:
                     raise ValueError(f"stage {s}: op {op} is not (\"F\"|\"B\", microbatch < "
                                      f"{self.microbatches}, chunk < {self.virtual_stages})")
@@ -45,6 +45,24 @@ class Schedule:
             if len(seen) != len(expected):
                 missing = sorted(expected - seen)[:3]
                 raise ValueError(f"stage {s} is missing ops, for example {missing}")
+
+
+    def __getitem__(self, stage: int) -> list:
+        """The ordered ops of ``stage``."""
+        return self.ops[stage]
+
+    def __len__(self) -> int:
+        return self.stages
+
+
+def _normalise(op) -> tuple:
+    """("F", 3) or ("f", 3, 0) -> ("F", 3, 0): hand-written schedules may leave out the chunk."""
+    op = tuple(op)
+    if len(op) == 2:
+        op = (*op, 0)
+    if len(op) != 3 or not isinstance(op[0], str):
+        raise ValueError(f"a schedule op is (\"F\" or \"B\", microbatch[, chunk]), got {op!r}")
+    return (op[0].upper(), op[1], op[2])
 
 
 def _check_counts(stages, microbatches, virtual_stages):

@@ -31,6 +31,10 @@ class SimulatedNetwork:
 class SimulatedGPU:
     """One device of the seed: ``.compute``, ``.send``, ``.receive`` advance ``.now`` (virtual seconds)."""
 
+    SECONDS_PER_COMPUTE_UNIT = SECONDS_PER_COMPUTE_UNIT
+    NETWORK_BASE_LATENCY_SECONDS = NETWORK_BASE_LATENCY_SECONDS
+    SECONDS_PER_DATA_UNIT = SECONDS_PER_DATA_UNIT
+
     def __init__(self, rank: int, network: SimulatedNetwork | None = None,
                  seconds_per_compute_unit: float = SECONDS_PER_COMPUTE_UNIT,
                  network_base_latency_seconds: float = NETWORK_BASE_LATENCY_SECONDS,

@@ -61,6 +61,17 @@ def test_per_stage_times():
     assert t.makespan == 12.0
 
 
+def test_hand_written_schedule_without_chunks():
+    mine = Schedule("mine", 2, 2, 1, [
+        [("F", 0), ("F", 1), ("B", 0), ("B", 1)],
+        [("f", 0), ("b", 0), ("F", 1), ("B", 1)],
+    ])
+    assert mine[1][1] == ("B", 0, 0) and len(mine) == 2
+    assert simulate_pipeline(mine, 1.0, 2.0).makespan == 9.0
+    with pytest.raises(ValueError, match="schedule op"):
+        Schedule("bad", 1, 1, 1, [[(0, "F")]])
+
+
 def test_hand_written_schedules_are_checked():
     with pytest.raises(ValueError, match="appears twice"):
         Schedule("custom", 1, 1, 1, [[("F", 0, 0), ("F", 0, 0), ("B", 0, 0)]])

@@ -16,6 +16,8 @@ def test_zero_d_is_exactly_32_simulated_seconds_and_instant():
 
 
 def test_send_and_receive_costs_follow_the_seed_constants():
+    assert (SimulatedGPU.SECONDS_PER_COMPUTE_UNIT, SimulatedGPU.NETWORK_BASE_LATENCY_SECONDS,
+            SimulatedGPU.SECONDS_PER_DATA_UNIT) == (0.1, 0.05, 0.01)
     a, b = simulated_gpus(2)
     assert a.send(1, "x", 10) == pytest.approx(0.05 + 0.1)
     # b is at t=0; it waits until the message arrives at 0.15, then pays the receive latency.
