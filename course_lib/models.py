@@ -60,3 +60,78 @@ def make_dataloader(batch_size: int = BATCH_SIZE, seed: int = 0, sampler=None, *
     """The course's loader: fixed order (no shuffle) unless a sampler, e.g. DistributedSampler, is given."""
     return DataLoader(RandomTensorDataset(seed=seed, **dataset_args), batch_size=batch_size,
                       shuffle=False, sampler=sampler)
+
+
+# -- a small transformer block, for the tensor-parallel and FSDP chapters -------------------------
+BLOCK_DIM, BLOCK_HEADS, BLOCK_FFN, BLOCK_SEQ_LEN = 16, 4, 64, 8
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention whose head count follows from q's width.
+
+    Tensor parallelism splits q, k and v by columns, leaving each rank ``heads / tp`` whole heads;
+    computing the count from the local width lets the same module run sharded or not.
+    """
+
+    def __init__(self, dim: int = BLOCK_DIM, heads: int = BLOCK_HEADS):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"dim ({dim}) must be a multiple of heads ({heads})")
+        self.head_dim = dim // heads
+        self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq_len, _ = x.shape
+
+        def heads(t: torch.Tensor) -> torch.Tensor:
+            return t.view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
+
+        attended = nn.functional.scaled_dot_product_attention(heads(self.q(x)), heads(self.k(x)),
+                                                              heads(self.v(x)), is_causal=True)
+        return self.out(attended.transpose(1, 2).reshape(batch, seq_len, -1))
+
+
+class FeedForward(nn.Module):
+    """dim -> ffn_hidden -> GELU -> dim: the Megatron MLP (column- then row-parallel under TP)."""
+
+    def __init__(self, dim: int = BLOCK_DIM, ffn_hidden: int = BLOCK_FFN):
+        super().__init__()
+        self.up, self.activation = nn.Linear(dim, ffn_hidden), nn.GELU()
+        self.down = nn.Linear(ffn_hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.activation(self.up(x)))
+
+
+class TransformerBlock(nn.Module):
+    """Pre-norm block: x + attention(norm(x)), then + feed_forward(norm(.))."""
+
+    def __init__(self, dim: int = BLOCK_DIM, heads: int = BLOCK_HEADS, ffn_hidden: int = BLOCK_FFN):
+        super().__init__()
+        self.attention_norm, self.attention = nn.LayerNorm(dim), SelfAttention(dim, heads)
+        self.ffn_norm, self.feed_forward = nn.LayerNorm(dim), FeedForward(dim, ffn_hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x))
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+def make_transformer_block(seed: int = 0, **sizes) -> TransformerBlock:
+    """The block with weights drawn from ``seed`` (same seed, same weights on every rank)."""
+    generator_state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        return TransformerBlock(**sizes)
+    finally:
+        torch.random.set_rng_state(generator_state)
+
+
+def make_sequence_batches(steps: int, batch_size: int = 8, seq_len: int = BLOCK_SEQ_LEN, dim: int = BLOCK_DIM,
+                          seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``steps`` (input, target) pairs of shape (batch, seq_len, dim), reproducible from ``seed``."""
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    generator = torch.Generator().manual_seed(seed)
+    return [(torch.randn(batch_size, seq_len, dim, generator=generator),
+             torch.randn(batch_size, seq_len, dim, generator=generator)) for _ in range(steps)]
