@@ -1,6 +1,8 @@
 """simulate_training_step from 0D to 4D: hand-computed small cases and the orderings the course shows."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from course_lib.sim import (
     COURSE_MLP,
@@ -135,3 +137,25 @@ def test_bad_configurations_say_what_to_change(kwargs, match):
 def test_mlp_refuses_tensor_parallel():
     with pytest.raises(ValueError, match="too small"):
         simulate_training_step(COURSE_MLP, make_cluster(1, 2), tp=2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dp=st.sampled_from([1, 2]), tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4]),
+       cp=st.sampled_from([1, 2]), zero=st.integers(0, 3), groups=st.integers(1, 3),
+       schedule=st.sampled_from(["gpipe", "1f1b", "interleaved_1f1b"]), recompute=st.sampled_from(
+           ["none", "selective", "full"]), overlap=st.booleans())
+def test_no_layout_beats_perfect_scaling(dp, tp, pp, cp, zero, groups, schedule, recompute, overlap):
+    world = dp * tp * pp * cp
+    cluster = make_cluster(max(1, world // 4), min(world, 4))
+    m = pp * groups
+    options = dict(dp=dp, tp=tp, pp=pp, cp=cp, zero_stage=zero, microbatches=m, global_batch=dp * m,
+                   schedule=schedule, recompute=recompute, overlap=overlap, check_memory=False,
+                   virtual_stages=2 if schedule == "interleaved_1f1b" and pp > 1 else 1)
+    try:
+        report = simulate_training_step(SMALL, cluster, **options)
+    except ValueError as error:     # only the documented refusals
+        assert "zero_stage<=1" in str(error) or "virtual_stages > 1 needs" in str(error)
+        return
+    assert report.step_time >= report.model_flops / (world * cluster.preset.flops) * (1 - 1e-9)
+    assert 0 < report.mfu <= cluster.preset.flops / cluster.preset.peak_flops + 1e-9
+    assert len(report.timeline.lanes) == world
