@@ -80,7 +80,26 @@ def bench_4d() -> None:
           "(<= 1 means no worse than linear in events)")
 
 
+def bench_distinct_events() -> None:
+    """Grow the events that are really computed (more micro-batches) at a fixed 1024 GPUs."""
+    print("\nDistinct events computed as micro-batches grow (1024 GPUs, dp8 tp8 pp16):")
+    print(f"{'micro-batches':>14} {'distinct':>10} {'wall s':>8} {'us/distinct event':>18}")
+    cluster = sim.make_cluster(128, 8)
+    costs = []
+    for m in (16, 64, 256):
+        def step(m=m):
+            return sim.simulate_training_step(sim.LLAMA3_405B, cluster, dp=8, tp=8, pp=16, zero_stage=1,
+                                              microbatches=m, global_batch=8 * m, recompute="full",
+                                              check_memory=False)
+        wall, report = median_seconds(step, repeats=3)
+        distinct = sum(len(lane) for lane, _ in report.timeline._unique_lanes())
+        costs.append(wall / distinct)
+        print(f"{m:>14} {distinct:>10,} {wall:>8.3f} {wall / distinct * 1e6:>18.3f}")
+    print(f"cost per distinct event at 256 / at 16 micro-batches = {costs[-1] / costs[0]:.2f} (~1: linear)")
+
+
 if __name__ == "__main__":
     print("machine:", machine())
     bench_seed()
     bench_4d()
+    bench_distinct_events()
