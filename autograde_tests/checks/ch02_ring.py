@@ -161,3 +161,18 @@ def check_ring_all_reduce_no_deadlock_hidden(ring_all_reduce) -> None:
         large = run_student(student, "all_reduce", 4, [RingCase((LARGE_LENGTH,), "float32")], seed, TIMEOUT_S)
         hung = value_problems(large, "all_reduce", need_in_place=False)
     fail_with(_with_seed(hung, seed), "ring_all_reduce did not finish correctly on every rank")
+
+
+EXERCISE_CELLS = ("ring_reduce_scatter", "ring_all_gather", "ring_all_reduce")
+
+
+def notebook_sources(path, grade_ids=EXERCISE_CELLS) -> list[str]:
+    """The sources of the exercise cells of a chapter-02 notebook (solution or submission), in order."""
+    import nbformat
+
+    cells = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell.source
+             for cell in nbformat.read(str(path), as_version=4).cells}
+    missing = [grade_id for grade_id in grade_ids if grade_id not in cells]
+    if missing:
+        raise ValueError(f"{path} has no cell with grade_id {missing}; is it the chapter-02 notebook?")
+    return [cells[grade_id] for grade_id in grade_ids]

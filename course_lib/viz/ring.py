@@ -124,3 +124,25 @@ def ring_widget(world_size: int = 4, interval_ms: int = 1200):
     slider.observe(redraw, names="value")
     redraw()
     return widgets.VBox([widgets.HBox([play, slider]), output])
+
+
+def draw_lanes(timeline, ax=None, unit: str = "ms", last: float | None = None):
+    """One bar per event and lane of a sim ``Timeline``: sends orange, receives blue, idle grey.
+
+    ``last`` (seconds) cuts the drawing there, to look at the first steps of a long run.
+    """
+    scale = {"s": 1.0, "ms": 1e3, "µs": 1e6}[unit]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 0.5 * len(timeline.lane_names) + 1))
+    for event in timeline.events():
+        if last is not None and event.start >= last:
+            continue
+        end = event.end if last is None else min(event.end, last)
+        receiving = event.label.startswith(("recv", "irecv"))
+        colour = "0.88" if event.kind == "idle" else ("tab:blue" if receiving else "tab:orange")
+        ax.barh(event.lane, (end - event.start) * scale, left=event.start * scale, color=colour, height=0.6)
+    ax.set_yticks(range(len(timeline.lane_names)), timeline.lane_names)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{unit} (orange: sending, blue: receiving, grey: waiting)")
+    ax.set_title(timeline.title, fontsize=10)
+    return ax

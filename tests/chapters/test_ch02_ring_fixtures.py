@@ -1,0 +1,80 @@
+"""Chapter 02's hidden checks on the reference solution and on each known-wrong ring (no nbgrader).
+
+Every fixture in autograde_tests/fixtures/ring/ must earn exactly the points expected_scores.json gives
+it, test cell by test cell; the solution notebook's own cells must earn full marks.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autograde_tests.checks import ch02_ring
+from course_lib.grading.student_function import StudentFunction
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "autograde_tests" / "fixtures" / "ring"
+EXPECTED = json.loads((FIXTURES / "expected_scores.json").read_text())
+SOLUTION = ROOT / "solutions" / "02_collectives" / "02_collectives.ipynb"
+
+# Test cell -> (the function it grades, the hidden check it calls), as in the notebook.
+TEST_CELLS = {
+    "test_ring_reduce_scatter": ("ring_reduce_scatter", ch02_ring.check_ring_reduce_scatter_hidden),
+    "test_ring_all_gather": ("ring_all_gather", ch02_ring.check_ring_all_gather_hidden),
+    "test_ring_all_reduce_values": ("ring_all_reduce", ch02_ring.check_ring_all_reduce_hidden),
+    "test_ring_all_reduce_traffic": ("ring_all_reduce", ch02_ring.check_ring_all_reduce_traffic_hidden),
+    "test_ring_all_reduce_no_collectives": ("ring_all_reduce",
+                                            ch02_ring.check_ring_all_reduce_no_collectives_hidden),
+    "test_ring_all_reduce_no_deadlock": ("ring_all_reduce",
+                                         ch02_ring.check_ring_all_reduce_no_deadlock_hidden),
+}
+
+
+def earned_points(sources: list[str]) -> tuple[dict, dict]:
+    """Points per test cell, and the failure message of each failing cell."""
+    points, messages = {}, {}
+    for grade_id, (name, check) in TEST_CELLS.items():
+        try:
+            check(StudentFunction(name, sources=sources))
+        except AssertionError as error:
+            points[grade_id], messages[grade_id] = 0, str(error)
+        else:
+            points[grade_id] = ch02_ring.POINTS[grade_id]
+    return points, messages
+
+
+def test_points_table_matches_the_notebook_and_the_fixture_table():
+    import nbformat
+
+    cells = nbformat.read(str(SOLUTION), as_version=4).cells
+    graded = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+              for c in cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert graded == ch02_ring.POINTS == EXPECTED["max_points"]
+    assert set(TEST_CELLS) == set(graded)
+    assert sorted(p.stem for p in FIXTURES.glob("*.py")) == sorted(EXPECTED["fixtures"])
+
+
+@pytest.mark.slow
+def test_the_solution_earns_full_marks():
+    points, messages = earned_points(ch02_ring.notebook_sources(SOLUTION))
+    assert points == EXPECTED["solution"], messages
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", sorted(EXPECTED["fixtures"]))
+def test_each_wrong_ring_loses_exactly_its_points(fixture):
+    points, messages = earned_points([(FIXTURES / f"{fixture}.py").read_text()])
+    assert points == EXPECTED["fixtures"][fixture], (
+        f"{fixture} ({EXPECTED['why'][fixture]}) earned {points}; failures:\n"
+        + "\n\n".join(messages.values()))
+    for grade_id, message in messages.items():
+        assert message.strip() and "hidden test seed" in message, (grade_id, message)
+    if fixture == "deadlocks":
+        assert "deadlocked" in messages["test_ring_all_gather"]
+        assert "dist.send" in messages["test_ring_all_gather"]
+    if fixture == "uses_all_reduce":
+        assert "dist.all_reduce is not allowed" in messages["test_ring_all_reduce_values"]
+    if fixture == "not_in_place":
+        assert "in place" in messages["test_ring_all_reduce_values"]
+    if fixture == "wrong_neighbour":
+        assert "right neighbour" in messages["test_ring_all_reduce_traffic"]
