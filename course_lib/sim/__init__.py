@@ -18,6 +18,7 @@ from .pipeline import Schedule, bubble_fraction_formula, pipeline_schedule, simu
 from .presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .report import StepReport
 from .ring import parameter_server_timeline, ring_timeline
+from .search import search_layouts
 from .seed_examples import seed_0d, seed_1d
 from .seed_gpu import SimulatedGPU, SimulatedNetwork, simulated_gpus
 from .step import simulate_training_step
@@ -43,7 +44,7 @@ __all__ = [
     "StepReport", "Timeline", "TransformerSpec", "activation_memory_per_layer", "algorithm_bandwidth",
     "bubble_fraction_formula", "bus_bandwidth", "bus_factor", "collective_time", "get_preset",
     "make_cluster", "memory_per_device", "parameter_server_timeline", "pipeline_schedule",
-    "preset_from_measurements", "ring_timeline", "seed_0d", "seed_1d", "simulate_pipeline",
+    "preset_from_measurements", "ring_timeline", "search_layouts", "seed_0d", "seed_1d", "simulate_pipeline",
     "simulate_training_step", "simulated_gpus", "strategy", "STRATEGIES", "zero_memory_breakdown",
     "zero_memory_per_device", "zero_traffic_per_device",
 ]

@@ -46,3 +46,13 @@ def test_bad_names_and_sizes():
         strategy("single_device", 4)
     with pytest.raises(ValueError, match="microbatches"):
         zero_traffic_per_device(1e9, 4, 2, microbatches=0)
+
+
+def test_layout_search_ranks_fitting_layouts_first():
+    from course_lib.sim import LLAMA3_70B, search_layouts
+
+    rows = search_layouts(LLAMA3_70B, make_cluster(2, 8), global_batch=16, zero_stages=(0, 1))
+    fitting = [r for r in rows if r["fits"]]
+    assert fitting and not rows[-1]["fits"]
+    assert [r["step_time"] for r in fitting] == sorted(r["step_time"] for r in fitting)
+    assert all(r["dp"] * r["tp"] * r["pp"] * r["cp"] == 16 for r in rows)
