@@ -25,8 +25,11 @@ def _rows(timeline, max_rows: int):
         head = timeline.lane_groups[members[0]] if timeline.lane_groups else names[members[0]]
         count = f"{len(members)} ranks" if len(members) > 1 else names[members[0]]
         rows.append((f"{head} ({count})" if len(members) > 1 else head, lanes[members[0]]))
-    hidden = max(0, len(rows) - max_rows)
-    return rows[:max_rows], hidden
+    if len(rows) <= max_rows:
+        return rows, 0
+    # Still too many: an evenly spaced sample that keeps the first and the last row.
+    picks = sorted({round(i * (len(rows) - 1) / (max_rows - 1)) for i in range(max_rows)})
+    return [rows[i] for i in picks], len(rows) - len(picks)
 
 
 def _color(event) -> str:
@@ -78,7 +81,7 @@ def plot_timeline(timeline, ax=None, max_rows: int = 32, title: str | None = Non
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, makespan * scale)
     ax.set_xlabel(f"time ({unit})")
-    note = f"  (+{hidden} more rows)" if hidden else ""
+    note = f"  ({len(rows)} of {len(rows) + hidden} rows shown, evenly spaced)" if hidden else ""
     ax.set_title((title or timeline.title or "timeline") + note)
     handles = [Patch(color=COLORS[k], label=k) for k in ("compute", "comm", "idle")]
     if any(len(e) > 4 and e[4] and e[4].get("phase") in ("F", "B") for _, lane in rows for e in lane[:50]):

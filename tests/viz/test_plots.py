@@ -80,3 +80,11 @@ def test_perfetto_export_of_a_step(tmp_path):
     import json
     trace = json.loads(open(path).read())
     assert sum(e["ph"] == "X" for e in trace["traceEvents"]) == report.timeline.num_events
+
+
+def test_distinct_lanes_beyond_the_limit_are_sampled_evenly():
+    timeline = sim.ring_timeline("all_gather", 64, 64e6, sim.Link(1e-5, 1e9))
+    ax = plot_timeline(timeline, max_rows=8)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[0] == "rank 0" and labels[-1] == "rank 63" and len(labels) == 8
+    assert "8 of 64 rows shown" in ax.get_title()
