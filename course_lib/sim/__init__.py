@@ -17,7 +17,7 @@ from .memory_plan import memory_per_device
 from .pipeline import Schedule, bubble_fraction_formula, pipeline_schedule, simulate_pipeline
 from .presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .report import StepReport
-from .ring import parameter_server_timeline, ring_timeline
+from .ring import collective_timeline, parameter_server_timeline, ring_timeline, tree_timeline
 from .search import search_layouts
 from .seed_examples import seed_0d, seed_1d
 from .seed_gpu import SimulatedGPU, SimulatedNetwork, simulated_gpus
@@ -38,13 +38,14 @@ from .transformer import (
 )
 
 __all__ = [
-    "A100", "ALGORITHMS", "COURSE_MLP", "Cluster", "Event", "GPT3_175B", "H100", "HardwarePreset",
-    "LAPTOP_CPU", "LLAMA3_405B", "LLAMA3_70B", "LLAMA3_8B", "Link", "MLPSpec", "MODELS", "MemoryBreakdown",
-    "OPS", "OutOfMemoryError", "PRESETS", "Schedule", "SimulatedGPU", "SimulatedNetwork", "StepConfig",
-    "StepReport", "Timeline", "TransformerSpec", "activation_memory_per_layer", "algorithm_bandwidth",
-    "bubble_fraction_formula", "bus_bandwidth", "bus_factor", "collective_time", "get_preset",
-    "make_cluster", "memory_per_device", "parameter_server_timeline", "pipeline_schedule",
-    "preset_from_measurements", "ring_timeline", "search_layouts", "seed_0d", "seed_1d", "simulate_pipeline",
-    "simulate_training_step", "simulated_gpus", "strategy", "STRATEGIES", "zero_memory_breakdown",
+    "A100", "activation_memory_per_layer", "algorithm_bandwidth", "ALGORITHMS",
+    "bubble_fraction_formula", "bus_bandwidth", "bus_factor", "Cluster", "collective_time",
+    "collective_timeline", "COURSE_MLP", "Event", "get_preset", "GPT3_175B", "H100", "HardwarePreset",
+    "LAPTOP_CPU", "Link", "LLAMA3_405B", "LLAMA3_70B", "LLAMA3_8B", "make_cluster", "memory_per_device",
+    "MemoryBreakdown", "MLPSpec", "MODELS", "OPS", "OutOfMemoryError", "parameter_server_timeline",
+    "pipeline_schedule", "preset_from_measurements", "PRESETS", "ring_timeline", "Schedule",
+    "search_layouts", "seed_0d", "seed_1d", "simulate_pipeline", "simulate_training_step",
+    "simulated_gpus", "SimulatedGPU", "SimulatedNetwork", "StepConfig", "StepReport", "STRATEGIES",
+    "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
     "zero_memory_per_device", "zero_traffic_per_device",
 ]

@@ -1,4 +1,4 @@
-"""Event-level collectives: every chunk transfer of a ring (or a parameter server) on the timeline.
+"""Event-level collectives: every transfer of a ring, a binomial tree or a parameter server on the timeline.
 
 Their makespan equals ``collective_time`` in closed form; the chapter-02 drawings read the ``meta``
 of each event: phase, step, chunk, src, dst, nbytes.
@@ -78,3 +78,49 @@ def parameter_server_timeline(op: str, world_size: int, nbytes: float, link, ser
                 timeline.lanes[server].append((now, now + seconds, "comm", f"recv from {src}", meta))
             now += seconds
     return timeline
+
+
+TREE_OPS = ("all_reduce", "reduce", "broadcast")
+
+
+def tree_timeline(op: str, world_size: int, nbytes: float, link, root: int = 0) -> Timeline:
+    """A binomial tree: ceil(log2 n) levels of whole messages (reduce up to ``root``, broadcast down)."""
+    _check(op, nbytes, world_size, "tree")
+    if op not in TREE_OPS:
+        raise ValueError(f"tree_timeline draws {', '.join(TREE_OPS)}")
+    if not 0 <= root < world_size:
+        raise ValueError(f"root must be a rank in 0..{world_size - 1}, got {root}")
+    n = world_size
+    timeline = Timeline([f"rank {r}" for r in range(n)], title=f"tree {op}, {n} ranks, {nbytes:g} bytes")
+    seconds = link.transfer_time(nbytes)
+    levels = (n - 1).bit_length()
+    clock = [0.0] * n
+    phases = {"all_reduce": ("reduce", "broadcast"), "reduce": ("reduce",), "broadcast": ("broadcast",)}[op]
+    step = 0
+    for phase in phases:
+        order = range(levels - 1, -1, -1) if phase == "reduce" else range(levels)
+        for level in order:
+            distance = 1 << level
+            for low in range(0, n, 2 * distance):
+                high = low + distance
+                if high >= n:
+                    continue
+                src, dst = (high, low) if phase == "reduce" else (low, high)
+                src_rank, dst_rank = (src + root) % n, (dst + root) % n
+                start = max(clock[src_rank], clock[dst_rank])
+                end = start + seconds
+                clock[src_rank] = clock[dst_rank] = end
+                meta = {"phase": phase, "step": step, "chunk": 0, "src": src_rank, "dst": dst_rank,
+                        "nbytes": nbytes}
+                label = f"{phase}: {src_rank} -> {dst_rank}"
+                timeline.lanes[src_rank].append((start, end, "comm", label, meta))
+            step += 1
+    return timeline
+
+
+def collective_timeline(op: str, world_size: int, nbytes: float, link, algorithm: str = "ring") -> Timeline:
+    """Every transfer of ``op`` with ``algorithm`` (ring, tree or parameter_server) on the timeline."""
+    builders = {"ring": ring_timeline, "tree": tree_timeline, "parameter_server": parameter_server_timeline}
+    if algorithm not in builders:
+        raise ValueError(f"collective_timeline draws algorithms {', '.join(builders)}, got {algorithm!r}")
+    return builders[algorithm](op, world_size, nbytes, link)

@@ -4,7 +4,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.sim import Link, collective_time, parameter_server_timeline, ring_timeline
+from course_lib.sim import (
+    Link,
+    collective_time,
+    collective_timeline,
+    parameter_server_timeline,
+    ring_timeline,
+    tree_timeline,
+)
 
 LINK = Link(2e-5, 5e9)
 
@@ -55,3 +62,20 @@ def test_bad_requests():
         ring_timeline("all_reduce", 4, -1.0, LINK)
     with pytest.raises(ValueError, match="server"):
         parameter_server_timeline("reduce", 4, 1.0, LINK, server=9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 40), op=st.sampled_from(["all_reduce", "reduce", "broadcast"]))
+def test_event_level_tree_equals_closed_form(n, op):
+    t = tree_timeline(op, n, 1e6, LINK)
+    assert t.makespan == pytest.approx(collective_time(op, 1e6, n, LINK, "tree"), abs=1e-15)
+    per_phase = n - 1
+    assert t.num_events == per_phase * (2 if op == "all_reduce" else 1)
+
+
+def test_tree_broadcast_reaches_every_rank_once():
+    reached = {3} | {e.meta["dst"] for e in tree_timeline("broadcast", 11, 1.0, LINK, root=3).events()}
+    assert reached == set(range(11))
+    assert collective_timeline("all_reduce", 4, 1.0, LINK, "tree").num_events == 6
+    with pytest.raises(ValueError, match="algorithms"):
+        collective_timeline("all_reduce", 4, 1.0, LINK, "recursive_doubling")
