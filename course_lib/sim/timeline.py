@@ -94,7 +94,10 @@ class Timeline:
 
     # -- export --------------------------------------------------------------------------------
     def to_perfetto(self, lanes=None) -> dict:
-        """The Chrome/Perfetto trace (as torch.profiler writes it): open in ui.perfetto.dev."""
+        """The Chrome/Perfetto trace (as torch.profiler writes it): open in ui.perfetto.dev.
+
+        ``lanes``: None for all, a list of lane indices, or "distinct" for one lane per group of
+        identical ranks (what to export from a step of thousands of simulated GPUs)."""
         from .trace import timeline_to_trace
         return timeline_to_trace(self, lanes)
 

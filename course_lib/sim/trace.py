@@ -9,12 +9,27 @@ import json
 import os
 
 
+def _lane_indices(timeline, lanes) -> tuple[list, dict]:
+    """Which lanes to export, and how many ranks each one stands for when ``lanes == "distinct"``."""
+    if lanes is None:
+        return list(range(len(timeline.lanes))), {}
+    if lanes == "distinct":   # one lane per distinct event list: ranks that share theirs are alike
+        first: dict = {}
+        for i, lane in enumerate(timeline.lanes):
+            first.setdefault(id(lane), [i, 0])[1] += 1
+        return [i for i, _ in first.values()], {i: n for i, n in first.values() if n > 1}
+    return list(lanes), {}
+
+
 def timeline_to_trace(timeline, lanes=None) -> dict:
-    indices = range(len(timeline.lanes)) if lanes is None else list(lanes)
+    """``lanes``: None (all), a list of lane indices, or "distinct" (one lane per distinct event list)."""
+    indices, shared = _lane_indices(timeline, lanes)
     events = []
     for pid in indices:
-        events.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-                       "args": {"name": timeline.lane_names[pid]}})
+        name = timeline.lane_names[pid]
+        if pid in shared:
+            name += f" (and {shared[pid] - 1} identical ranks)"
+        events.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}})
         events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
                        "args": {"sort_index": pid}})
         for tid, stream in enumerate(("compute", "comm")):

@@ -102,6 +102,9 @@ def test_every_rank_has_its_lane_and_stage_lanes_match():
     assert any("CP" in e.label for e in t.events(0))
     trace = t.to_perfetto(lanes=[0, 15])
     assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {0, 15}
+    distinct = t.to_perfetto(lanes="distinct")
+    names = [e["args"]["name"] for e in distinct["traceEvents"] if e["name"] == "process_name"]
+    assert len(names) == 2 and names[0] == "rank 0 (and 7 identical ranks)"
 
 
 def test_4d_llama_405b_on_1024_gpus():
