@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import textwrap
 from dataclasses import dataclass
@@ -102,28 +103,35 @@ def draw_ring_step(step: RingStep, ax=None):
     return ax
 
 
+def ring_step_png(step: RingStep) -> bytes:
+    """One step drawn as PNG bytes (what the widget shows)."""
+    fig, ax = plt.subplots(figsize=(6.5, 6.5))
+    draw_ring_step(step, ax)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
 def ring_widget(world_size: int = 4, interval_ms: int = 1200):
-    """A Play button and a slider stepping through the ring all-reduce, redrawing the ring each step."""
+    """A Play button and a slider stepping through the ring all-reduce; the picture follows the slider."""
     import ipywidgets as widgets
-    from IPython.display import display
 
     steps = ring_schedule(world_size)
     play = widgets.Play(value=0, min=0, max=len(steps) - 1, interval=interval_ms, description="play")
     slider = widgets.IntSlider(value=0, min=0, max=len(steps) - 1, description="step")
     widgets.jslink((play, "value"), (slider, "value"))
-    output = widgets.Output()
+    pictures: dict[int, bytes] = {}  # each step is drawn once, the first time it is shown
+    image = widgets.Image(format="png")
 
-    def redraw(change=None):
-        with output:
-            output.clear_output(wait=True)
-            fig, ax = plt.subplots(figsize=(6.5, 6.5))
-            draw_ring_step(steps[slider.value], ax)
-            display(fig)
-            plt.close(fig)
+    def show(change=None):
+        if slider.value not in pictures:
+            pictures[slider.value] = ring_step_png(steps[slider.value])
+        image.value = pictures[slider.value]
 
-    slider.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([play, slider]), output])
+    slider.observe(show, names="value")
+    show()
+    return widgets.VBox([widgets.HBox([play, slider]), image])
 
 
 def draw_lanes(timeline, ax=None, unit: str = "ms", last: float | None = None):
