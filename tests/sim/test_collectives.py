@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.sim import ALGORITHMS, OPS, Link, algorithm_bandwidth, bus_bandwidth, collective_time
@@ -64,6 +64,7 @@ def test_one_rank_costs_nothing(op):
     assert collective_time(op, S, 1, LINK) == 0.0
 
 
+@settings(database=None, deadline=None)
 @given(n=st.integers(2, 512), size=st.floats(1.0, 1e10))
 def test_ring_all_reduce_is_reduce_scatter_plus_all_gather(n, size):
     rs = collective_time("reduce_scatter", size, n, LINK)
@@ -71,6 +72,7 @@ def test_ring_all_reduce_is_reduce_scatter_plus_all_gather(n, size):
     assert collective_time("all_reduce", size, n, LINK) == pytest.approx(rs + ag, rel=1e-12)
 
 
+@settings(database=None, deadline=None)
 @given(n=st.integers(2, 1024))
 def test_ring_beats_parameter_server_for_large_messages(n):
     big = 1e9

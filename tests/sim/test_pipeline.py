@@ -20,7 +20,7 @@ def test_hand_computed_gpipe():
     assert t.bubble_fraction == pytest.approx(1 - 12 / 18)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(database=None, max_examples=60, deadline=None)
 @given(p=stages, m=micro, tf=times, tb=times)
 def test_gpipe_and_1f1b_have_the_same_makespan(p, m, tf, tb):
     gpipe = simulate_pipeline(pipeline_schedule("gpipe", p, m), tf, tb)
@@ -30,7 +30,7 @@ def test_gpipe_and_1f1b_have_the_same_makespan(p, m, tf, tb):
     assert gpipe.bubble_fraction == pytest.approx(bubble_fraction_formula(p, m))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(database=None, max_examples=60, deadline=None)
 @given(p=stages, m=micro)
 def test_1f1b_holds_at_most_stages_microbatches_on_stage_0(p, m):
     t = simulate_pipeline(pipeline_schedule("1f1b", p, m), 1.0, 2.0)
@@ -39,7 +39,7 @@ def test_1f1b_holds_at_most_stages_microbatches_on_stage_0(p, m):
     assert simulate_pipeline(pipeline_schedule("gpipe", p, m), 1.0, 2.0).peak_activations[0] == m
 
 
-@settings(max_examples=40, deadline=None)
+@settings(database=None, max_examples=40, deadline=None)
 @given(p=st.integers(2, 6), groups=st.integers(1, 4), v=st.integers(2, 4), tf=times, tb=times)
 def test_interleaving_shrinks_the_bubble_by_the_virtual_stage_count(p, groups, v, tf, tb):
     m = p * groups

@@ -16,7 +16,7 @@ from course_lib.sim import (
 LINK = Link(2e-5, 5e9)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(database=None, max_examples=40, deadline=None)
 @given(n=st.integers(1, 32), nbytes=st.floats(0, 1e9), op=st.sampled_from(["all_reduce", "reduce_scatter",
                                                                            "all_gather"]))
 def test_event_level_ring_equals_closed_form(n, nbytes, op):
@@ -64,7 +64,7 @@ def test_bad_requests():
         parameter_server_timeline("reduce", 4, 1.0, LINK, server=9)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(database=None, max_examples=30, deadline=None)
 @given(n=st.integers(1, 40), op=st.sampled_from(["all_reduce", "reduce", "broadcast"]))
 def test_event_level_tree_equals_closed_form(n, op):
     t = tree_timeline(op, n, 1e6, LINK)

@@ -142,7 +142,7 @@ def test_mlp_refuses_tensor_parallel():
         simulate_training_step(COURSE_MLP, make_cluster(1, 2), tp=2)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(database=None, max_examples=60, deadline=None)
 @given(dp=st.sampled_from([1, 2]), tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4]),
        cp=st.sampled_from([1, 2]), zero=st.integers(0, 3), groups=st.integers(1, 3),
        schedule=st.sampled_from(["gpipe", "1f1b", "interleaved_1f1b"]), recompute=st.sampled_from(
