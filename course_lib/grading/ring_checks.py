@@ -246,7 +246,7 @@ def fail_with(problems: list[str], what: str, limit: int = 4) -> None:
     raise AssertionError(f"{what}:\n{shown}{more}")
 
 
-VISIBLE_TIMEOUT_S = 15
+VISIBLE_TIMEOUT_S = 10
 LARGE_LENGTH = 2**18  # 1 MB of float32
 
 

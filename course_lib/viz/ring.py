@@ -147,8 +147,12 @@ def draw_lanes(timeline, ax=None, unit: str = "ms", last: float | None = None):
             continue
         end = event.end if last is None else min(event.end, last)
         receiving = event.label.startswith(("recv", "irecv"))
+        sending = event.label.startswith(("send", "isend"))
         colour = "0.88" if event.kind == "idle" else ("tab:blue" if receiving else "tab:orange")
-        ax.barh(event.lane, (end - event.start) * scale, left=event.start * scale, color=colour, height=0.6)
+        # a send and a receive overlap in time: the send sits in the lane's upper half, the receive below
+        offset, height = (-0.16, 0.3) if sending else (0.16, 0.3) if receiving else (0.0, 0.6)
+        ax.barh(event.lane + offset, (end - event.start) * scale, left=event.start * scale, color=colour,
+                height=height)
     ax.set_yticks(range(len(timeline.lane_names)), timeline.lane_names)
     ax.invert_yaxis()
     ax.set_xlabel(f"{unit} (orange: sending, blue: receiving, grey: waiting)")

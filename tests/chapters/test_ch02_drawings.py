@@ -80,8 +80,8 @@ def test_draw_lanes_cuts_at_last():
     timeline.add(0, 1.0, 2.0, "idle", "wait")
     timeline.add(0, 2.0, 3.0, "comm", "recv<-1")
     ax = draw_lanes(timeline, unit="s", last=1.5)
-    widths = sorted(round(p.get_width(), 6) for p in ax.patches)
-    assert widths == [0.5, 1.0]
+    bars = sorted((round(p.get_width(), 6), round(p.get_height(), 6)) for p in ax.patches)
+    assert bars == [(0.5, 0.6), (1.0, 0.3)]  # the send (half height) and the idle time cut at 1.5 s
     plt.close("all")
 
 
