@@ -5,10 +5,12 @@ function runs on a cluster through ``python -m course_lib.dist.launch module:fun
 """
 
 from .backend import current_device
+from .calibration import calibrate, measure_all_reduce
 from .errors import ForbiddenCallError, RankFailure, RanksHungError
 from .runner import run_ranks
 from .timeline import traffic_timeline
 from .traffic import COLLECTIVES, POINT_TO_POINT, TrafficEvent, TrafficLog, record_traffic
 
 __all__ = ["COLLECTIVES", "POINT_TO_POINT", "ForbiddenCallError", "RankFailure", "RanksHungError",
-           "TrafficEvent", "TrafficLog", "current_device", "record_traffic", "run_ranks", "traffic_timeline"]
+           "TrafficEvent", "TrafficLog", "calibrate", "current_device", "measure_all_reduce",
+           "record_traffic", "run_ranks", "traffic_timeline"]

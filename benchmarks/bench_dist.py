@@ -1,0 +1,99 @@
+"""Benchmark of course_lib.dist: run_ranks overhead versus torch.multiprocessing.spawn, and how well the
+calibrated simulator predicts a real gloo all_reduce. Prints medians and ratios from one run.
+
+    .venv/bin/python benchmarks/bench_dist.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import socket
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from course_lib.dist import calibrate, measure_all_reduce, run_ranks
+from course_lib.sim import collective_time
+
+RANKS = 4
+ALL_REDUCE_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20)
+TOLERANCE = 0.25
+
+
+def empty(rank, world_size):
+    return None
+
+
+def _spawned_rank(rank, world_size, port):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=60))
+    empty(rank, world_size)
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def median_seconds(action, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def bench_overhead(runs: int, spawn_runs: int) -> None:
+    run_ranks(empty, RANKS)  # warm-up: first-use imports
+    ours = median_seconds(lambda: run_ranks(empty, RANKS), runs)
+    spawned = median_seconds(lambda: mp.spawn(_spawned_rank, args=(RANKS, _free_port()), nprocs=RANKS),
+                             spawn_runs)
+    print(f"run_ranks overhead, {RANKS} ranks, empty function (gloo group initialised):")
+    print(f"  run_ranks median {ours * 1e3:.0f} ms over {runs} runs (goal < 500 ms: "
+          f"{'met' if ours < 0.5 else 'MISSED'})")
+    print(f"  torch.multiprocessing.spawn median {spawned * 1e3:.0f} ms over {spawn_runs} runs")
+    print(f"  ratio spawn / run_ranks = {spawned / ours:.1f}x (goal >= 10x: "
+          f"{'met' if spawned / ours >= 10 else 'MISSED'})")
+
+
+def bench_prediction(repetitions: int) -> None:
+    print(f"\ngloo all_reduce: calibrated simulator (ring) vs measured median of {repetitions}, "
+          f"goal within {TOLERANCE:.0%}")
+    print(f"  {'ranks':>5} {'MB':>4} {'predicted ms':>13} {'measured ms':>12} {'ratio':>6}  within")
+    inside = total = 0
+    for world_size in (2, 4):
+        preset = calibrate(world_size)
+        measured = measure_all_reduce(world_size, ALL_REDUCE_SIZES, repetitions)
+        for nbytes, seconds in zip(ALL_REDUCE_SIZES, measured, strict=True):
+            predicted = collective_time("all_reduce", nbytes, world_size, preset.intra_node, "ring")
+            ratio = predicted / seconds
+            ok = abs(ratio - 1) <= TOLERANCE
+            inside, total = inside + ok, total + 1
+            print(f"  {world_size:>5} {nbytes >> 20:>4} {predicted * 1e3:>13.2f} {seconds * 1e3:>12.2f} "
+                  f"{ratio:>6.2f}  {'yes' if ok else 'NO'}")
+        print(f"    preset: {preset.source}")
+    print(f"  {inside}/{total} predictions within {TOLERANCE:.0%}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
+    quick = parser.parse_args().quick
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPU(s), {platform.processor() or 'cpu'}, "
+          f"torch {torch.__version__}, load average {os.getloadavg()[0]:.1f} at start")
+    bench_overhead(runs=5 if quick else 15, spawn_runs=2 if quick else 5)
+    bench_prediction(repetitions=3 if quick else 7)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Measuring this machine for the simulator: gloo link latency/bandwidth, local reduction, matmul FLOP/s.
+
+``calibrate()`` returns a ``course_lib.sim.HardwarePreset`` so the orientation chapter can predict an
+all-reduce or a DDP step with the simulator and then measure the real thing on the same machine.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+from course_lib.sim import HardwarePreset, Link
+
+from .runner import run_ranks
+
+# Latency from a small message timed many times; bandwidth from 256 KiB .. 32 MiB, the chunk sizes
+# (S/n) of the all-reduces the course predicts (1 MB to 64 MB on 2 to 4 ranks).
+LATENCY_PROBE_BYTES, LATENCY_REPETITIONS = 4 << 10, 31
+LINK_SIZES = (1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 25)
+MATMUL_SIZE = 256
+
+
+def _slowest_rank_seconds(operation) -> float:
+    """Seconds of one ``operation`` started together on all ranks, as the slowest rank saw it."""
+    dist.barrier()
+    start = time.perf_counter()
+    operation()
+    elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    return elapsed.item()
+
+
+def interleaved_medians(operations: list, repetitions: int) -> list[float]:
+    """Median seconds of each operation, timed round-robin (one of each per round, after a warm-up):
+    on a shared machine a burst of someone else's load then hits every size alike, not one size."""
+    for operation in operations:
+        operation()
+    rounds = [[_slowest_rank_seconds(operation) for operation in operations] for _ in range(repetitions)]
+    return [statistics.median(column) for column in zip(*rounds, strict=True)]
+
+
+def _ping_pong(rank: int, nbytes: int):
+    """Half a round trip between ranks 0 and 1 (times 2 is what gets timed); the other ranks wait."""
+    buffer = torch.zeros(max(1, nbytes // 4))
+
+    def round_trip():
+        if rank == 0:
+            dist.send(buffer, 1)
+            dist.recv(buffer, 1)
+        elif rank == 1:
+            dist.recv(buffer, 0)
+            dist.send(buffer, 0)
+
+    return round_trip
+
+
+def _ring_step(rank: int, world_size: int, nbytes: int):
+    """One ring step: every rank sends ``nbytes`` to its right neighbour while receiving from its left."""
+    outgoing, incoming = torch.zeros(max(1, nbytes // 4)), torch.zeros(max(1, nbytes // 4))
+
+    def step():
+        works = [dist.isend(outgoing, (rank + 1) % world_size), dist.irecv(incoming, (rank - 1) % world_size)]
+        for work in works:
+            work.wait()
+
+    return step
+
+
+def _measure(rank: int, world_size: int, sizes, repetitions: int) -> dict:
+    probe = LATENCY_PROBE_BYTES
+    latency = interleaved_medians([_ring_step(rank, world_size, probe), _ping_pong(rank, probe)],
+                                  LATENCY_REPETITIONS)
+    links = interleaved_medians([_ring_step(rank, world_size, n) for n in sizes]
+                                + [_ping_pong(rank, n) for n in sizes], repetitions)
+    largest = max(sizes)
+    a, b = torch.zeros(largest // 4), torch.ones(largest // 4)
+    x, y = torch.randn(MATMUL_SIZE, MATMUL_SIZE), torch.randn(MATMUL_SIZE, MATMUL_SIZE)
+    reduce_s, matmul_s = interleaved_medians([lambda: a.add_(b), lambda: x @ y], repetitions)
+    return {"ring": links[:len(sizes)], "ping_pong": [t / 2 for t in links[len(sizes):]],
+            "ring_latency": latency[0], "ping_pong_latency": latency[1] / 2,
+            "reduce": reduce_s / largest, "flops": 2 * MATMUL_SIZE**3 / matmul_s}
+
+
+def fit_beta(sizes, seconds, alpha: float) -> float:
+    """Least-squares slope of t = alpha + n * beta with alpha already known (seconds per byte).
+
+    Unweighted, so the large messages that dominate a big all-reduce's time set the slope.
+    """
+    if len(sizes) != len(seconds) or not sizes:
+        raise ValueError("need (size, time) pairs of equal length to fit beta")
+    beta = sum(n * (t - alpha) for n, t in zip(sizes, seconds, strict=True)) / sum(n * n for n in sizes)
+    return max(beta, 1e-15)
+
+
+def _physical_memory() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError):
+        return 8e9
+
+
+def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeout: float = 120,
+              measurements: dict | None = None) -> HardwarePreset:
+    """Measure this machine with ``world_size`` gloo ranks and return it as a simulator preset.
+
+    What is measured, and why: a quiet two-rank ping-pong overstates what each rank gets when N
+    processes share a few cores and all talk at once, and it leaves out the local additions. So the
+    link is timed as one ring step, every rank sending to its right neighbour while receiving from
+    its left, as a ring all-reduce does; and since such an all-reduce also adds each received chunk
+    into its own in n-1 of its 2(n-1) steps, the cost per byte of that addition (all ranks adding at
+    once) is folded into the link: 1/bandwidth = 1/ring_bandwidth + 1/(2 reduction_rate). Latency
+    (alpha) is the median ring step of a 4 KiB message; 1/bandwidth is the least-squares slope over
+    ``sizes`` with that alpha fixed. The link depends on how many ranks share the cores: calibrate
+    with the world size you will predict for. FLOP/s is one rank's float32 256x256 matmul (one thread
+    per rank, as in run_ranks) while all ranks multiply together. Sizes are timed round-robin so a
+    burst of other load hits all sizes alike. The ping-pong fit is kept in the preset's ``source``
+    for comparison. ``measurements`` (a dict from ``measure``) skips the measuring.
+    """
+    if world_size < 2:
+        raise ValueError("calibrate needs at least 2 ranks to measure a link; use world_size=2 or more")
+    data = measurements or measure(world_size, sizes, repetitions, timeout)
+    alpha, ping_alpha = data["ring_latency"], data["ping_pong_latency"]
+    beta = fit_beta(data["sizes"], data["ring"], alpha) + data["reduce"] / 2
+    ping_beta = fit_beta(data["sizes"], data["ping_pong"], ping_alpha)
+    link = Link(latency=alpha, bandwidth=1.0 / beta)
+    source = (f"measured with {world_size} gloo ranks on loopback, as a ring all-reduce loads the link "
+              f"(reduction {1 / data['reduce'] / 1e9:.3g} GB/s folded in): "
+              f"alpha={alpha:.3g} s, {1 / beta / 1e9:.3g} GB/s; a quiet ping-pong gives "
+              f"alpha={ping_alpha:.3g} s, {1 / ping_beta / 1e9:.3g} GB/s; "
+              f"matmul {data['flops'] / 1e9:.3g} GFLOP/s per rank")
+    return HardwarePreset(name=f"this machine ({world_size} gloo ranks)", flops=data["flops"],
+                          memory_bytes=_physical_memory() / world_size, intra_node=link, inter_node=link,
+                          source=source)
+
+
+def measure(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeout: float = 120) -> dict:
+    """The raw measurements ``calibrate`` fits (slowest rank's medians): seconds per size of a ring step
+    and of a one-way ping-pong, both for the small latency probe, seconds per byte of a local add,
+    and matmul FLOP/s."""
+    sizes = tuple(int(n) for n in sizes)
+    if not sizes or min(sizes) < 4:
+        raise ValueError("sizes must list message sizes in bytes, each at least 4")
+    rank_zero = run_ranks(_measure, world_size, sizes, repetitions, timeout=timeout)[0]
+    return {"sizes": sizes, **rank_zero}
+
+
+def _all_reduce_times(rank: int, world_size: int, sizes, repetitions: int) -> list[float]:
+    tensors = [torch.ones(max(1, nbytes // 4)) for nbytes in sizes]
+    return interleaved_medians([lambda t=tensor: dist.all_reduce(t) for tensor in tensors], repetitions)
+
+
+def measure_all_reduce(world_size: int, sizes, repetitions: int = 5, timeout: float = 120) -> list[float]:
+    """Median seconds of a real gloo all_reduce of each size in bytes (float32, slowest rank)."""
+    return run_ranks(_all_reduce_times, world_size, tuple(sizes), repetitions, timeout=timeout)[0]

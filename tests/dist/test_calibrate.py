@@ -1,0 +1,52 @@
+"""calibrate(): the alpha-beta fit, the preset it builds, and one small real measurement."""
+
+from __future__ import annotations
+
+import pytest
+
+from course_lib.dist.calibration import calibrate, fit_beta, measure_all_reduce
+from course_lib.sim import HardwarePreset, collective_time, make_cluster
+
+SIZES = (1 << 18, 1 << 20, 1 << 22)
+
+
+def synthetic(alpha=2e-4, beta=1e-9, reduce=5e-10, ping_alpha=5e-5, ping_beta=4e-10, flops=5e10) -> dict:
+    return {"sizes": SIZES, "ring": [alpha + n * beta for n in SIZES], "ring_latency": alpha,
+            "ping_pong": [ping_alpha + n * ping_beta for n in SIZES], "ping_pong_latency": ping_alpha,
+            "reduce": reduce, "flops": flops}
+
+
+def test_fit_beta_recovers_the_slope_of_exact_data():
+    assert fit_beta(SIZES, [3e-4 + n * 2e-9 for n in SIZES], 3e-4) == pytest.approx(2e-9)
+    assert fit_beta(SIZES, [1e-3] * 3, 2e-3) > 0  # never a negative or zero slope
+    with pytest.raises(ValueError, match="equal length"):
+        fit_beta(SIZES, [1.0], 0.0)
+
+
+def test_the_preset_folds_the_reduction_into_the_ring_link():
+    preset = calibrate(4, measurements=synthetic())
+    assert isinstance(preset, HardwarePreset) and "4 gloo ranks" in preset.name
+    assert preset.intra_node.latency == pytest.approx(2e-4)
+    assert preset.intra_node.bandwidth == pytest.approx(1 / (1e-9 + 5e-10 / 2))
+    assert preset.inter_node == preset.intra_node and preset.flops == 5e10
+    assert "ping-pong gives alpha=5e-05 s, 2.5 GB/s" in preset.source
+
+
+def test_the_preset_drives_the_simulator():
+    preset = calibrate(2, measurements=synthetic())
+    expected = 2 * (2e-4 + (1 << 20) / 2 * (1e-9 + 2.5e-10))
+    assert collective_time("all_reduce", 1 << 20, 2, preset.intra_node, "ring") == pytest.approx(expected)
+    assert make_cluster(1, 2, preset=preset) is not None
+
+
+def test_one_rank_cannot_measure_a_link():
+    with pytest.raises(ValueError, match="at least 2 ranks"):
+        calibrate(1)
+
+
+def test_a_small_real_calibration_and_all_reduce_measurement():
+    preset = calibrate(2, sizes=(1 << 14, 1 << 16), repetitions=2)
+    assert preset.intra_node.latency > 0 and 1e6 < preset.intra_node.bandwidth < 1e12
+    assert 1e7 < preset.flops < 1e13
+    times = measure_all_reduce(2, (1 << 12, 1 << 16), repetitions=2)
+    assert len(times) == 2 and all(t > 0 for t in times)
