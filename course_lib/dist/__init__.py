@@ -5,7 +5,7 @@ function runs on a cluster through ``python -m course_lib.dist.launch module:fun
 """
 
 from .backend import current_device
-from .calibration import calibrate, measure_all_reduce
+from .calibrate import calibrate, measure_all_reduce
 from .errors import ForbiddenCallError, RankFailure, RanksHungError
 from .runner import run_ranks
 from .timeline import traffic_timeline

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.dist.calibration import calibrate, fit_beta, measure_all_reduce
+from course_lib.dist import calibrate, measure_all_reduce
+from course_lib.dist.calibrate import fit_beta
 from course_lib.sim import HardwarePreset, collective_time, make_cluster
 
 SIZES = (1 << 18, 1 << 20, 1 << 22)
@@ -50,3 +51,10 @@ def test_a_small_real_calibration_and_all_reduce_measurement():
     assert 1e7 < preset.flops < 1e13
     times = measure_all_reduce(2, (1 << 12, 1 << 16), repetitions=2)
     assert len(times) == 2 and all(t > 0 for t in times)
+
+
+def test_calibrate_is_the_function_by_both_import_paths():
+    import course_lib.dist as dist_package
+    from course_lib.dist.calibrate import calibrate as from_module
+
+    assert from_module is calibrate is dist_package.calibrate and callable(calibrate)
