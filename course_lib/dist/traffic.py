@@ -147,12 +147,12 @@ class _Recorder:
             finally:
                 self.local.depth = 0
 
-        recorded.__wrapped_by_course__ = original
+        del recorded.__wrapped__  # do not hand a submission the unrecorded original
         return recorded
 
     def wrap_method(self, op: str, original):
         """A ProcessGroup method called directly (not through torch.distributed's functions)."""
-        @functools.wraps(original)
+        @functools.wraps(original, assigned=("__name__", "__qualname__", "__doc__"), updated=())
         def recorded(group, *args, **kwargs):
             if getattr(self.local, "depth", 0):
                 return original(group, *args, **kwargs)
