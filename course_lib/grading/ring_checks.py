@@ -115,8 +115,8 @@ def run_student(student, kind: str, world_size: int, cases, seed: int, timeout: 
                              timeout=timeout)
     except RanksHungError as error:
         run.hung = True
-        run.error = (f"{name} deadlocked on {world_size} ranks: no rank finished within {timeout:g} s, "
-                     f"so the test stopped it.\n{error}")
+        run.error = (f"{name} did not finish on {world_size} ranks within {timeout:g} s (a deadlock, or a "
+                     f"loop that never ends), so the test stopped it.\n{error}")
     except RankFailure as error:
         run.forbidden = error.exc_type == ForbiddenCallError.__name__
         if run.forbidden:

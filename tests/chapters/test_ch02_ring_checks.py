@@ -141,3 +141,20 @@ def test_visible_checks_on_real_ranks():
         check_ring_all_reduce(cheat)
     with pytest.raises(TypeError, match="without calling it"):
         check_ring_all_reduce(None)
+
+
+def test_the_all_reduce_report_is_shared_only_by_the_same_code(monkeypatch):
+    from autograde_tests.checks import ch02_ring
+
+    calls = []
+    monkeypatch.setattr(ch02_ring, "_runs", lambda student, *args: calls.append(student) or [])
+    ch02_ring._REPORTS.clear()
+    namespace = {}
+    exec("def helper(t):\n    pass\n\ndef ring_all_reduce(t):\n    helper(t)\n", namespace)
+    ch02_ring.check_ring_all_reduce_hidden(namespace["ring_all_reduce"])
+    ch02_ring.check_ring_all_reduce_traffic_hidden(namespace["ring_all_reduce"])
+    assert len(calls) == 1
+    exec("def helper(t):\n    return t\n", namespace)  # a fixed helper, the same ring_all_reduce
+    ch02_ring.check_ring_all_reduce_hidden(namespace["ring_all_reduce"])
+    assert len(calls) == 2
+    ch02_ring._REPORTS.clear()
