@@ -19,6 +19,7 @@ import time
 from ._child import RankPipes, run_child
 from .backend import resolve_backend
 from .errors import RankFailure, RanksHungError
+from .relay import Relay
 from .stacks import blocked_line
 
 _STACK_DUMP_WAIT_S = 2.0
@@ -34,27 +35,6 @@ def _check_arguments(fn, world_size, timeout) -> None:
         raise ValueError(f"world_size must be a positive int (the number of ranks); got {world_size!r}")
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
-
-
-class _Relay:
-    """Prints one rank's stream line by line with its ``[rank r]`` prefix as the bytes arrive."""
-
-    def __init__(self, rank: int, to_stderr: bool):
-        self.rank, self.to_stderr, self.pending = rank, to_stderr, b""
-
-    def feed(self, data: bytes) -> None:
-        *lines, self.pending = (self.pending + data).split(b"\n")
-        for line in lines:
-            self._print(line)
-
-    def close(self) -> None:
-        if self.pending:
-            self._print(self.pending)
-            self.pending = b""
-
-    def _print(self, line: bytes) -> None:
-        stream = sys.stderr if self.to_stderr else sys.stdout
-        print(f"[rank {self.rank}] {line.decode('utf-8', errors='replace')}", file=stream, flush=True)
 
 
 class _Ranks:
@@ -101,8 +81,8 @@ class _Ranks:
             for fd in pipes.child_ends():
                 os.close(fd)
         for rank, pipes in enumerate(self.pipes):
-            self.selector.register(pipes.out[0], selectors.EVENT_READ, ("out", rank, _Relay(rank, False)))
-            self.selector.register(pipes.err[0], selectors.EVENT_READ, ("err", rank, _Relay(rank, True)))
+            self.selector.register(pipes.out[0], selectors.EVENT_READ, ("out", rank, Relay(rank, False)))
+            self.selector.register(pipes.err[0], selectors.EVENT_READ, ("err", rank, Relay(rank, True)))
             self.selector.register(pipes.result[0], selectors.EVENT_READ, ("result", rank, None))
 
     def pump(self, wait_s: float) -> int | None:
@@ -269,6 +249,13 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float 
     """
     _check_arguments(fn, world_size, timeout)
     backend = resolve_backend(backend, world_size)
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        raise RuntimeError("a torch.distributed process group is already initialised in this process, "
+                           "and the forked ranks would inherit it. run_ranks starts its own group for each "
+                           "call: call torch.distributed.destroy_process_group() here first (or restart "
+                           "the kernel).")
     if backend == "nccl":
         import torch
 

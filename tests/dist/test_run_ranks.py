@@ -195,3 +195,11 @@ def test_auto_backend_falls_back_to_gloo_without_gpus():
     if torch.cuda.is_available():
         pytest.skip("GPUs present: auto picks nccl here")
     assert run_ranks(lambda rank, world_size: dist.get_backend(), 2, backend="auto") == ["gloo", "gloo"]
+
+
+def test_a_group_already_initialised_in_the_caller_is_refused():
+    def nested(rank, world_size):
+        return run_ranks(sum_of_ranks, 2, 0)
+
+    with pytest.raises(RankFailure, match="already initialised in this process"):
+        run_ranks(nested, 1)

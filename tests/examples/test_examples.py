@@ -33,6 +33,7 @@ def single_device_loss() -> float:
     return run_ranks(example_main("single_device"), 1)[0]["final_loss"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MLP_STRATEGIES[1:])
 def test_every_mlp_strategy_reaches_the_single_device_loss(name, single_device_loss, capsys):
     summaries = run_ranks(example_main(name), 2)
