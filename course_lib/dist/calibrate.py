@@ -58,30 +58,34 @@ def _ping_pong(rank: int, nbytes: int):
     return round_trip
 
 
-def _ring_step(rank: int, world_size: int, nbytes: int):
-    """One ring step: every rank sends ``nbytes`` to its right neighbour while receiving from its left."""
+def _ring_steps(rank: int, world_size: int, nbytes: int):
+    """2(n-1) ring steps back to back, as in one ring all-reduce: every rank sends ``nbytes`` to its
+    right neighbour while receiving from its left, then goes on to the next step at once."""
     outgoing, incoming = torch.zeros(max(1, nbytes // 4)), torch.zeros(max(1, nbytes // 4))
+    right, left = (rank + 1) % world_size, (rank - 1) % world_size
 
-    def step():
-        works = [dist.isend(outgoing, (rank + 1) % world_size), dist.irecv(incoming, (rank - 1) % world_size)]
-        for work in works:
-            work.wait()
+    def steps():
+        for _ in range(2 * (world_size - 1)):
+            works = [dist.isend(outgoing, right), dist.irecv(incoming, left)]
+            for work in works:
+                work.wait()
 
-    return step
+    return steps
 
 
 def _measure(rank: int, world_size: int, sizes, repetitions: int) -> dict:
     probe = LATENCY_PROBE_BYTES
-    latency = interleaved_medians([_ring_step(rank, world_size, probe), _ping_pong(rank, probe)],
+    steps = 2 * (world_size - 1)
+    latency = interleaved_medians([_ring_steps(rank, world_size, probe), _ping_pong(rank, probe)],
                                   LATENCY_REPETITIONS)
-    links = interleaved_medians([_ring_step(rank, world_size, n) for n in sizes]
+    links = interleaved_medians([_ring_steps(rank, world_size, n) for n in sizes]
                                 + [_ping_pong(rank, n) for n in sizes], repetitions)
     largest = max(sizes)
     a, b = torch.zeros(largest // 4), torch.ones(largest // 4)
     x, y = torch.randn(MATMUL_SIZE, MATMUL_SIZE), torch.randn(MATMUL_SIZE, MATMUL_SIZE)
     reduce_s, matmul_s = interleaved_medians([lambda: a.add_(b), lambda: x @ y], repetitions)
-    return {"ring": links[:len(sizes)], "ping_pong": [t / 2 for t in links[len(sizes):]],
-            "ring_latency": latency[0], "ping_pong_latency": latency[1] / 2,
+    return {"ring": [t / steps for t in links[:len(sizes)]], "ping_pong": [t / 2 for t in links[len(sizes):]],
+            "ring_latency": latency[0] / steps, "ping_pong_latency": latency[1] / 2,
             "reduce": reduce_s / largest, "flops": 2 * MATMUL_SIZE**3 / matmul_s}
 
 
@@ -109,16 +113,18 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeo
 
     What is measured, and why: a quiet two-rank ping-pong overstates what each rank gets when N
     processes share a few cores and all talk at once, and it leaves out the local additions. So the
-    link is timed as one ring step, every rank sending to its right neighbour while receiving from
-    its left, as a ring all-reduce does; and since such an all-reduce also adds each received chunk
-    into its own in n-1 of its 2(n-1) steps, the cost per byte of that addition (all ranks adding at
-    once) is folded into the link: 1/bandwidth = 1/ring_bandwidth + 1/(2 reduction_rate). Latency
-    (alpha) is the median ring step of a 4 KiB message; 1/bandwidth is the least-squares slope over
-    ``sizes`` with that alpha fixed. The link depends on how many ranks share the cores: calibrate
-    with the world size you will predict for. FLOP/s is one rank's float32 256x256 matmul (one thread
-    per rank, as in run_ranks) while all ranks multiply together. Sizes are timed round-robin so a
-    burst of other load hits all sizes alike. The ping-pong fit is kept in the preset's ``source``
-    for comparison. ``measurements`` (a dict from ``measure``) skips the measuring.
+    link is timed as a ring all-reduce loads it: 2(n-1) ring steps back to back, every rank sending
+    to its right neighbour while receiving from its left (back to back, because one step alone
+    mostly measures how long the ranks take to be scheduled again after a barrier). Such an
+    all-reduce also adds each received chunk into its own in n-1 of its 2(n-1) steps, so the cost
+    per byte of that addition (all ranks adding at once) is folded into the link:
+    1/bandwidth = 1/ring_bandwidth + 1/(2 reduction_rate). Latency (alpha) is the per-step time for
+    4 KiB messages; 1/bandwidth is the least-squares slope over ``sizes`` with that alpha fixed. The
+    link depends on how many ranks share the cores: calibrate with the world size you will predict
+    for. FLOP/s is one rank's float32 256x256 matmul (one thread per rank, as in run_ranks) while all
+    ranks multiply together. Sizes are timed round-robin so a burst of other load hits all sizes
+    alike. The ping-pong fit is kept in the preset's ``source`` for comparison. ``measurements`` (a
+    dict from ``measure``) skips the measuring.
     """
     if world_size < 2:
         raise ValueError("calibrate needs at least 2 ranks to measure a link; use world_size=2 or more")
@@ -138,9 +144,9 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeo
 
 
 def measure(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeout: float = 120) -> dict:
-    """The raw measurements ``calibrate`` fits (slowest rank's medians): seconds per size of a ring step
-    and of a one-way ping-pong, both for the small latency probe, seconds per byte of a local add,
-    and matmul FLOP/s."""
+    """The raw measurements ``calibrate`` fits (slowest rank's medians): seconds per ring step and per
+    one-way ping-pong for each size and for the small latency probe, seconds per byte of a local
+    add, and matmul FLOP/s."""
     sizes = tuple(int(n) for n in sizes)
     if not sizes or min(sizes) < 4:
         raise ValueError("sizes must list message sizes in bytes, each at least 4")
