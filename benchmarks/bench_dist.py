@@ -18,7 +18,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from course_lib.dist import calibrate, measure_all_reduce, run_ranks
+from course_lib.dist import calibrate, run_ranks
+from course_lib.dist.calibrate import LINK_SIZES, _measure, interleaved_medians
 from course_lib.sim import collective_time
 
 RANKS = 4
@@ -66,14 +67,38 @@ def bench_overhead(runs: int, spawn_runs: int) -> None:
           f"{'met' if spawned / ours >= 10 else 'MISSED'})")
 
 
-def bench_prediction(repetitions: int) -> None:
-    print(f"\ngloo all_reduce: calibrated simulator (ring) vs measured median of {repetitions}, "
+def _calibrate_and_measure(rank, world_size, rounds):
+    """Calibration measurements and real all_reduces, alternating round by round in one run, so a
+    burst of other load on this shared machine hits the prediction and the measurement alike."""
+    tensors = [torch.ones(nbytes // 4) for nbytes in ALL_REDUCE_SIZES]
+    operations = [lambda t=tensor: dist.all_reduce(t) for tensor in tensors]
+    calibration_rounds, all_reduce_rounds = [], []
+    for _ in range(rounds):
+        calibration_rounds.append(_measure(rank, world_size, LINK_SIZES, 1))
+        all_reduce_rounds.append(interleaved_medians(operations, 1))
+    return calibration_rounds, all_reduce_rounds
+
+
+def _medians(rounds: list[dict]) -> dict:
+    """Element-wise medians over rounds of the calibration measurements."""
+    merged = {}
+    for key, first in rounds[0].items():
+        values = [r[key] for r in rounds]
+        merged[key] = ([statistics.median(column) for column in zip(*values, strict=True)]
+                       if isinstance(first, list) else statistics.median(values))
+    return merged
+
+
+def bench_prediction(rounds: int) -> None:
+    print(f"\ngloo all_reduce: calibrated simulator (ring) vs measured median of {rounds}, "
           f"goal within {TOLERANCE:.0%}")
     print(f"  {'ranks':>5} {'MB':>4} {'predicted ms':>13} {'measured ms':>12} {'ratio':>6}  within")
     inside = total = 0
     for world_size in (2, 4):
-        preset = calibrate(world_size)
-        measured = measure_all_reduce(world_size, ALL_REDUCE_SIZES, repetitions)
+        calibration_rounds, all_reduce_rounds = run_ranks(_calibrate_and_measure, world_size, rounds,
+                                                          timeout=600)[0]
+        preset = calibrate(world_size, measurements={"sizes": LINK_SIZES, **_medians(calibration_rounds)})
+        measured = [statistics.median(column) for column in zip(*all_reduce_rounds, strict=True)]
         for nbytes, seconds in zip(ALL_REDUCE_SIZES, measured, strict=True):
             predicted = collective_time("all_reduce", nbytes, world_size, preset.intra_node, "ring")
             ratio = predicted / seconds
@@ -92,7 +117,7 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU(s), {platform.processor() or 'cpu'}, "
           f"torch {torch.__version__}, load average {os.getloadavg()[0]:.1f} at start")
     bench_overhead(runs=5 if quick else 15, spawn_runs=2 if quick else 5)
-    bench_prediction(repetitions=3 if quick else 7)
+    bench_prediction(rounds=3 if quick else 9)
 
 
 if __name__ == "__main__":
