@@ -1,0 +1,1 @@
+"""Checks the exercises share: visible-test helpers and the pieces the grading pipeline uses."""

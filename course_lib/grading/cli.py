@@ -1,0 +1,82 @@
+"""Command line of the grading backend: ``grade`` (the class's submissions) and ``demo``.
+
+    python -m course_lib.grading.cli grade [--assignment A] [--zips DIR] [--jobs N]
+    python -m course_lib.grading.cli demo [--assignment A] [--students N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from traitlets.config.loader import PyFileConfigLoader
+
+from course_lib.grading import demo, pipeline, submissions
+from course_lib.grading.sandbox import running_as_root
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def course_settings(course_root: Path) -> dict:
+    """The values of nbgrader_config.py the pipeline honours (course id, per-cell timeout)."""
+    config_file = course_root / "nbgrader_config.py"
+    if not config_file.exists():
+        return {}
+    config = PyFileConfigLoader(config_file.name, path=str(course_root)).load_config()
+    settings = {}
+    if "course_id" in config.CourseDirectory:
+        settings["course_id"] = config.CourseDirectory.course_id
+    if "timeout" in config.ExecutePreprocessor:
+        settings["cell_timeout"] = int(config.ExecutePreprocessor.timeout)
+    return settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m course_lib.grading.cli", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    grade = commands.add_parser("grade", help="autograde grading/submitted/<student>/<assignment>/")
+    grade.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    grade.add_argument("--zips", type=Path, help="a folder of <student>__<assignment>.zip to collect first")
+    grade.add_argument("--zip-pattern", default=submissions.DEFAULT_ZIP_PATTERN,
+                       help="named regexp for zip names: groups student_id and optional assignment_id")
+    demo_cmd = commands.add_parser("demo", help="grade a generated demo class end to end")
+    demo_cmd.add_argument("--assignment", help="chapter to build the class from (default: the latest graded)")
+    demo_cmd.add_argument("--students", type=int, default=5)
+    for command in (grade, demo_cmd):
+        command.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)),
+                             help="students graded at once (default: cores, at most 4)")
+        command.add_argument("--cell-timeout", type=int,
+                             help="seconds per cell (default: nbgrader_config.py)")
+    return parser
+
+
+def _run(course_root: Path, args) -> pipeline.GradingRun:
+    settings = course_settings(ROOT)
+    if args.cell_timeout:
+        settings["cell_timeout"] = args.cell_timeout
+    if not running_as_root():
+        print("note: not running as root, so student code runs under your own user id and can read the "
+              "course's files (see docs/grading.md, 'Without root')", file=sys.stderr)
+    return pipeline.GradingRun(course_root=course_root, jobs=args.jobs, **settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "grade":
+        results = pipeline.grade(_run(ROOT, args), args.assignment, args.zips, args.zip_pattern)
+        print(f"grades: {ROOT / 'grading' / 'grades.csv'}; feedback: {ROOT / 'grading' / 'feedback'}/")
+        return 0 if results is not None else 1
+    assignment = args.assignment or demo.demo_assignment(ROOT)
+    demo_root = ROOT / "grading" / "demo"
+    students = demo.write_class(ROOT, demo_root, assignment, args.students)
+    print(f"demo class of {len(students)} for {assignment} in {demo_root}/grading/submitted")
+    pipeline.grade(_run(demo_root, args), [assignment])
+    print(f"grades: {demo_root / 'grading' / 'grades.csv'}; feedback: {demo_root / 'grading' / 'feedback'}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

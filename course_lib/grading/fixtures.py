@@ -1,0 +1,66 @@
+"""Making submissions from the release notebook: replace solution cells' sources by grade_id.
+
+Fixtures (tests, the demo class, the benchmark) are small dicts {grade_id: source}, so they follow a
+chapter when its notebook changes; only the named solution cells differ from an unanswered release.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import nbformat
+
+SOLUTION_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", re.MULTILINE)
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader") or {}
+
+
+def solution_sources(source_notebook) -> dict[str, str]:
+    """grade_id -> the instructor's full answer of every solution cell (markers removed)."""
+    return {_meta(c)["grade_id"]: SOLUTION_MARKERS.sub("", c.source)
+            for c in source_notebook.cells if _meta(c).get("solution") and _meta(c).get("grade_id")}
+
+
+def solution_ids(notebook) -> list[str]:
+    return [_meta(c)["grade_id"] for c in notebook.cells
+            if _meta(c).get("solution") and _meta(c).get("grade_id")]
+
+
+def make_submission(release_notebook, answers: dict[str, str]) -> nbformat.NotebookNode:
+    """A copy of the release with the named solution cells' sources replaced; unknown names raise."""
+    notebook = copy.deepcopy(release_notebook)
+    unknown = set(answers) - set(solution_ids(notebook))
+    if unknown:
+        raise KeyError(f"no solution cell with grade_id {sorted(unknown)} in this notebook; "
+                       f"its solution cells are {solution_ids(notebook)}")
+    for cell in notebook.cells:
+        grade_id = _meta(cell).get("grade_id")
+        if grade_id in answers and _meta(cell).get("solution"):
+            cell.source = answers[grade_id]
+    return notebook
+
+
+def load_py_fixture(path: Path) -> dict[str, str]:
+    """A fixture file `<name>.py` whose top-level functions answer the solution cells of the same name.
+
+    Returns {function name: its source, with the file's imports in front} for every def in the file.
+    """
+    import ast
+
+    text = path.read_text()
+    tree = ast.parse(text)
+    header = "\n".join(ast.get_source_segment(text, n) for n in tree.body
+                       if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return {node.name: (header + "\n\n" if header else "") + ast.get_source_segment(text, node)
+            for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def write_submission(folder: Path, notebook_name: str, notebook) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{notebook_name}.ipynb"
+    nbformat.write(notebook, path)
+    return path

@@ -1,0 +1,161 @@
+"""Running a student's function where it cannot touch the judge: source extraction and forked calls.
+
+`solution_sources` pulls the definitions out of a submitted notebook's solution cells; `call_isolated`
+runs the function in a forked, sandboxed child and brings back only plain data (tensors, numbers,
+containers) through torch's weights-only loader, so a hostile result cannot run code in the judge.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import select
+import signal
+import time
+import traceback
+
+from course_lib.grading.student_function import StudentFunction, as_student_function
+
+KEPT_STATEMENTS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                   ast.Assign, ast.AnnAssign)
+MAX_RESULT_BYTES = 256 * 1024**2
+
+
+class IsolatedCallError(RuntimeError):
+    """The student's function raised, died or hung in its isolated child process."""
+
+
+def _definitions_only(source: str) -> str:
+    """Top-level definitions of a cell; calls, prints, magics and loops are dropped."""
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    text = "\n".join(lines)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text  # executing it reports the syntax error to the student, as the kernel did
+    kept = [node for node in tree.body if isinstance(node, KEPT_STATEMENTS)]
+    return "\n".join(ast.get_source_segment(text, node) or "" for node in kept)
+
+
+def solution_sources(notebook, context_cells: dict[str, str] | None = None) -> list[str]:
+    """Definitions from every solution cell of a submitted notebook, in order.
+
+    context_cells maps grade_id -> source of instructor cells (taken from the release, never from the
+    submission) that the solution may rely on; they are placed where the notebook has them.
+    """
+    context_cells = dict(context_cells or {})
+    sources = []
+    for cell in notebook.get("cells", []):
+        meta = cell.get("metadata", {}).get("nbgrader") or {}
+        if cell.get("cell_type") != "code":
+            continue
+        if meta.get("grade_id") in context_cells:
+            sources.append(_definitions_only(context_cells.pop(meta["grade_id"])))
+        elif meta.get("solution"):
+            sources.append(_definitions_only(cell.get("source", "")))
+    return [_definitions_only(text) for text in context_cells.values()] + sources
+
+
+def pack(value) -> bytes:
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    return buffer.getvalue()
+
+
+def unpack(payload: bytes):
+    """Plain data only: torch's weights-only loader refuses anything that would run code."""
+    import torch
+
+    return torch.load(io.BytesIO(payload), weights_only=True)
+
+
+def _child(student: StudentFunction, calls, write_fd: int) -> None:
+    try:
+        function = student.resolve()
+        outcome = {"ok": True, "value": [function(*args) for args in calls]}
+        try:
+            payload = pack(outcome)
+        except Exception as error:
+            payload = pack({"ok": False, "error": f"the function returned something that is not plain "
+                            f"data (numbers, tensors, lists, dicts): {error}"})
+    except BaseException as error:  # noqa: B036  (SystemExit included: it is the student's failure)
+        text = "".join(traceback.format_exception_only(type(error), error)).strip()
+        payload = pack({"ok": False, "error": text, "traceback": traceback.format_exc()[-4000:]})
+    with os.fdopen(write_fd, "wb") as pipe:
+        pipe.write(payload)
+    os._exit(0)
+
+
+def _read_all(read_fd: int, pid: int, timeout: float) -> bytes:
+    chunks, size, deadline = [], 0, time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise IsolatedCallError(f"did not return within {timeout:g} s (an endless loop or a deadlock?)")
+        ready, _, _ = select.select([read_fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(read_fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_RESULT_BYTES:
+            raise IsolatedCallError("returned more than 256 MiB")
+        chunks.append(chunk)
+
+
+def call_isolated(candidate, *args, name: str | None = None, timeout: float = 60.0):
+    """Call the student's function once; see `map_isolated`."""
+    return map_isolated(candidate, [args], name=name, timeout=timeout)[0]
+
+
+def map_isolated(candidate, calls, name: str | None = None, timeout: float = 60.0) -> list:
+    """The student's function called on each argument tuple in calls; results in order.
+
+    A plain function (the notebook's visible tests) is simply called. A StudentFunction built from
+    sources is resolved and called in one forked, sandboxed child. Raises IsolatedCallError with the
+    student's error text when the function raised, died, hung or returned something not plain data.
+    """
+    student = as_student_function(candidate, name)
+    calls = [tuple(args) for args in calls]
+    if student.function is not None:
+        return [student.function(*args) for args in calls]
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(student, calls, write_fd)
+    os.close(write_fd)
+    try:
+        payload = _read_all(read_fd, pid, timeout)
+    finally:
+        os.close(read_fd)
+        _reap(pid)
+    if not payload:
+        raise IsolatedCallError("the process running the function died before returning (os._exit, "
+                                "a crash or the memory limit)")
+    try:
+        outcome = unpack(payload)
+    except Exception as error:
+        raise IsolatedCallError(f"returned data the grader refuses to load: {error}") from None
+    if not isinstance(outcome, dict) or "ok" not in outcome:
+        raise IsolatedCallError("returned data the grader does not understand")
+    if not outcome["ok"]:
+        raise IsolatedCallError(str(outcome.get("error")))
+    if not isinstance(outcome.get("value"), list) or len(outcome["value"]) != len(calls):
+        raise IsolatedCallError("returned data the grader does not understand")
+    return outcome["value"]
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass

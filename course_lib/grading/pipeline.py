@@ -1,0 +1,266 @@
+"""`make grade`: autograde a class in parallel sandboxes, re-check in isolation, merge, give feedback.
+
+For each assignment: release it once into a template gradebook, vet every submission, autograde each
+student in a private course (N at a time), re-run the registered hidden checks in the isolated judge,
+keep the lower of the two scores per test cell, merge into grading/gradebook.db one student at a
+time, then write HTML feedback, grading/grades.csv and a summary table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from course_lib.grading import gradebook_merge, report, review, submissions
+from course_lib.grading.judge import isolated_sources, load_registry, run_judge
+from course_lib.grading.sandbox import SandboxPolicy
+from course_lib.grading.worker import AssignmentSetup, autograde
+
+CODE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class GradingRun:
+    """Where the course lives and how to grade it; defaults match nbgrader_config.py."""
+
+    course_root: Path
+    course_id: str = "distributed-training"
+    source_directory: str = "solutions"
+    jobs: int = 2
+    cell_timeout: int = 120
+    notebook_timeout: float = 900.0
+    judge_timeout: float = 300.0
+    max_output_bytes: int = 1_000_000
+    registry: str = "autograde_tests.registry"
+    policy: SandboxPolicy = field(default_factory=SandboxPolicy)
+    feedback: bool = True
+    stream: object = None
+
+    @property
+    def grading_dir(self) -> Path:
+        return self.course_root / "grading"
+
+    @property
+    def db_url(self) -> str:
+        return f"sqlite:///{self.grading_dir / 'gradebook.db'}"
+
+    def say(self, text: str) -> None:
+        print(text, file=self.stream or sys.stdout, flush=True)
+
+
+def _nbgrader(run: GradingRun, cwd: Path, *args: str) -> None:
+    command = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.course_id={run.course_id}",
+               "--log-level=WARN"]
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise RuntimeError(f"nbgrader {args[0]} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+
+
+def assignment_names(run: GradingRun) -> list[str]:
+    source = run.course_root / run.source_directory
+    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def prepare(run: GradingRun, assignment: str,
+            scratch: Path) -> tuple[AssignmentSetup, submissions.AssignmentShape]:
+    """Release the assignment into a template gradebook (and register it in the course gradebook)."""
+    source_dir = run.course_root / run.source_directory / assignment
+    if not source_dir.is_dir():
+        raise SystemExit(f"no assignment {assignment!r}: expected a folder {source_dir} "
+                         f"(known: {', '.join(assignment_names(run)) or 'none'})")
+    prep = scratch / f"prep-{assignment}"
+    shutil.copytree(source_dir, prep / "source" / assignment)
+    common = [f"--CourseDirectory.root={prep}", "--CourseDirectory.source_directory=source",
+              "--CourseDirectory.release_directory=release", "--force"]
+    template = prep / "template.db"
+    for db_url in (f"sqlite:///{template}", run.db_url):
+        _nbgrader(run, prep, "generate_assignment", assignment, *common, f"--CourseDirectory.db_url={db_url}")
+    release = {p.stem: nbformat.read(p, as_version=4)
+               for p in sorted((prep / "release" / assignment).glob("*.ipynb"))}
+    hidden = [str(root / name) for root in {run.course_root, CODE_ROOT}
+              for name in (run.source_directory, "grading", ".git", "autograde_tests/fixtures")]
+    setup = AssignmentSetup(course_id=run.course_id, assignment=assignment, source_dir=source_dir,
+                            template_db=template, hidden_paths=hidden, cell_timeout=run.cell_timeout,
+                            notebook_timeout=run.notebook_timeout, max_output_bytes=run.max_output_bytes,
+                            policy=run.policy, code_root=CODE_ROOT)
+    return setup, submissions.AssignmentShape(assignment, release)
+
+
+def _source_shapes(run: GradingRun) -> dict[str, submissions.AssignmentShape]:
+    """Every assignment's source notebooks: enough to recognise a notebook submitted to the wrong one."""
+    shapes = {}
+    for name in assignment_names(run):
+        folder = run.course_root / run.source_directory / name
+        shapes[name] = submissions.AssignmentShape(
+            name, {p.stem: nbformat.read(p, as_version=4) for p in sorted(folder.glob("*.ipynb"))})
+    return shapes
+
+
+@dataclass
+class Outcome:
+    submission: submissions.Submission
+    run_dir: Path
+    ok: bool
+    log: str
+    seconds: float
+    notebooks: dict[str, nbformat.NotebookNode]
+    verdicts: dict[str, dict]   # notebook -> {grade_id: Verdict}
+
+
+def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, scratch: Path,
+                   uid: int, registry: dict) -> Outcome:
+    """Runs in a worker thread: the sandboxed autograde, then the isolated judge."""
+    result = autograde(setup, submission.student, submission.files, scratch, uid)
+    notebooks, verdicts = {}, {}
+    folder = result.autograded_dir(setup.assignment)
+    policy = SandboxPolicy(**{**run.policy.__dict__, "uid": uid, "gid": uid,
+                              "hidden_paths": setup.hidden_paths, "home": str(result.course_dir / "home")})
+    for name, release in shape.release_notebooks.items():
+        path = folder / f"{name}.ipynb"
+        if not path.exists():
+            continue
+        notebooks[name] = nbformat.read(path, as_version=4)
+        sources = isolated_sources(notebooks[name], release, setup.assignment, registry)
+        judge_dir = Path(tempfile.mkdtemp(prefix=f"judge-{name}-", dir=result.course_dir))
+        verdicts[name] = run_judge(CODE_ROOT, run.registry, setup.assignment, sources, policy, judge_dir,
+                                   run.judge_timeout)
+    return Outcome(submission, result.course_dir, result.ok, result.log, result.seconds, notebooks, verdicts)
+
+
+def _finish(run: GradingRun, setup: AssignmentSetup, outcome: Outcome) -> report.StudentResult:
+    """In the parent: combine scores, merge into the gradebook, keep the autograded notebooks."""
+    student, assignment = outcome.submission.student, setup.assignment
+    notes = list(outcome.submission.notes)
+    if not outcome.ok and not outcome.notebooks:
+        reason = outcome.log.strip().splitlines()[-1] if outcome.log.strip() else "no output"
+        notes.append(f"nbgrader could not grade this submission ({reason[:160]}): it scores 0")
+    scores = gradebook_merge.read_autograded_scores(f"sqlite:///{outcome.run_dir / 'db' / 'gradebook.db'}",
+                                                    assignment, student)
+    review_cells = set()
+    for name, notebook in outcome.notebooks.items():
+        notes += review.execution_notes(notebook)
+        failed = {gid: v.message for gid, v in outcome.verdicts.get(name, {}).items() if not v.passed}
+        disputed = {gid: msg for gid, msg in failed.items() if (scores.get((name, gid)) or (0,))[0]}
+        for grade_id in failed:
+            scores[(name, grade_id)] = (0.0, (scores.get((name, grade_id)) or (0, False))[1])
+        for grade_id in disputed:
+            review_cells.add((name, grade_id))
+            notes.append(f"{grade_id} passed in the notebook but failed the isolated re-check: scored 0")
+        review.shorten_deadlocks(notebook)
+        review.add_isolated_verdicts(notebook, disputed)
+    merged = gradebook_merge.merge_student(run.db_url, assignment, student, scores, review_cells,
+                                           review_all=bool(notes))
+    _keep_autograded(run, setup, outcome)
+    return report.StudentResult(student, assignment, merged.score, merged.max_score, notes, outcome.seconds,
+                                {c.cell: c.points for c in merged.cells})
+
+
+def _keep_autograded(run: GradingRun, setup: AssignmentSetup, outcome: Outcome) -> None:
+    """Replace grading/autograded/<student>/<assignment>/ in one rename."""
+    target = run.grading_dir / "autograded" / outcome.submission.student / setup.assignment
+    fresh = outcome.run_dir / "autograded" / outcome.submission.student / setup.assignment
+    if not fresh.is_dir():
+        shutil.rmtree(target, ignore_errors=True)
+        return
+    for name, notebook in outcome.notebooks.items():
+        nbformat.write(notebook, fresh / f"{name}.ipynb")
+    staging = target.parent / f".{setup.assignment}.incoming"
+    shutil.rmtree(staging, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(fresh, staging, symlinks=True)
+    old = target.parent / f".{setup.assignment}.old"
+    if target.exists():
+        target.rename(old)
+    staging.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def grade_assignment(run: GradingRun, assignment: str, scratch: Path, shapes) -> list[report.StudentResult]:
+    submitted = run.grading_dir / "submitted"
+    students = sorted(p.parent.name for p in submitted.glob(f"*/{assignment}") if p.is_dir())
+    if not students:
+        run.say(f"{assignment}: no submissions under {submitted}/<student>/{assignment}/")
+        return []
+    setup, shape = prepare(run, assignment, scratch)
+    registry = load_registry(run.registry)
+    others = {name: s for name, s in shapes.items() if name != assignment}
+    vetted = [submissions.vet(submissions.check_student_id(s), shape,
+                              submissions.read_folder(submitted / s / assignment), others) for s in students]
+    bar = report.ProgressBar(len(vetted), assignment, stream=run.stream)
+    results = []
+    with ThreadPoolExecutor(max_workers=max(1, run.jobs)) as pool:
+        futures = [pool.submit(_grade_student, run, setup, shape, sub, scratch, run.policy.uid + i, registry)
+                   for i, sub in enumerate(vetted)]
+        for future in as_completed(futures):
+            outcome = future.result()
+            result = _finish(run, setup, outcome)
+            shutil.rmtree(outcome.run_dir, ignore_errors=True)
+            results.append(result)
+            bar.advance(f"{result.student}: {result.score:g}/{result.max_score:g}")
+    if run.feedback:
+        _nbgrader(run, run.course_root, "generate_feedback", assignment, "--force",
+                  f"--CourseDirectory.root={run.course_root}", f"--CourseDirectory.db_url={run.db_url}",
+                  "--CourseDirectory.autograded_directory=grading/autograded",
+                  "--CourseDirectory.feedback_directory=grading/feedback")
+    return results
+
+
+def grade(run: GradingRun, assignments: list[str] | None = None, zips: Path | None = None,
+          zip_pattern: str = submissions.DEFAULT_ZIP_PATTERN) -> list[report.StudentResult]:
+    """Grade the given assignments (default: every assignment with submissions); returns the results."""
+    _put_venv_on_path()
+    run.grading_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(run.grading_dir, 0o700)  # the gradebook and every submission: the grader's alone
+    if zips is not None:
+        only = assignments[0] if assignments and len(assignments) == 1 else None
+        _unpack_zips(run, zips, zip_pattern, only)
+    targets = assignments or assignment_names(run)
+    shapes = _source_shapes(run)
+    results: list[report.StudentResult] = []
+    with tempfile.TemporaryDirectory(prefix="course-grading-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        os.chmod(scratch, 0o711)
+        for assignment in targets:
+            results += grade_assignment(run, assignment, scratch, shapes)
+    _write_outputs(run, targets, results)
+    run.say(report.summary_table(results))
+    return results
+
+
+def _put_venv_on_path() -> None:
+    """nbgrader's Gradebook runs the `alembic` command: it must be found next to this Python."""
+    venv_bin = str(Path(sys.executable).parent)
+    if venv_bin not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = venv_bin + os.pathsep + os.environ.get("PATH", "")
+
+
+def _unpack_zips(run: GradingRun, folder: Path, pattern: str, assignment: str | None) -> None:
+    for (student, name), archive in submissions.collect_zips(folder, pattern, assignment).items():
+        target = run.grading_dir / "submitted" / student / name
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for file_name, content in submissions.extract_zip(archive).items():
+            (target / file_name).write_bytes(content)
+
+
+def _write_outputs(run: GradingRun, assignments: list[str], results: list[report.StudentResult]) -> None:
+    """grades.csv for every graded submission in the gradebook; review notes kept across runs."""
+    notes_file = run.grading_dir / "review_notes.json"
+    known = json.loads(notes_file.read_text()) if notes_file.exists() else {}
+    for result in results:
+        known[f"{result.assignment}/{result.student}"] = result.notes
+    partial = notes_file.with_suffix(".partial")
+    partial.write_text(json.dumps(known, indent=1, sort_keys=True))
+    partial.replace(notes_file)
+    notes = {tuple(key.split("/", 1)): value for key, value in known.items()}
+    rows = gradebook_merge.export_rows(run.db_url, assignment_names(run))
+    report.write_grades_csv(run.grading_dir / "grades.csv", rows, notes)
