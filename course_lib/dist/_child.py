@@ -59,9 +59,27 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+class _CpuPickler(pickle.Pickler):
+    """Pickles GPU tensors as CPU copies: unpickling a CUDA tensor would initialise CUDA in the
+    notebook's kernel, after which forked ranks can no longer use the GPU."""
+
+    def reducer_override(self, obj):
+        import torch
+
+        if isinstance(obj, torch.Tensor) and obj.is_cuda:
+            return obj.detach().cpu().__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+        return NotImplemented
+
+
+def _dumps(payload) -> bytes:
+    buffer = io.BytesIO()
+    _CpuPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(payload)
+    return buffer.getvalue()
+
+
 def _report(fd: int, payload: tuple) -> None:
     try:
-        data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _dumps(payload)
     except Exception as error:  # noqa: BLE001 - any pickling failure must reach the notebook
         data = pickle.dumps(("error", "PicklingError",
                              f"the value returned by rank could not be sent back to the notebook: {error}",

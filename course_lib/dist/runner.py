@@ -244,8 +244,10 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float 
 
     The process group is initialised before ``fn`` starts (gloo on loopback by default; ``nccl`` pins
     cuda:rank; ``auto`` picks nccl when there is one GPU per rank). Each rank uses one intra-op thread.
+    Results travel back pickled (GPU tensors arrive as CPU copies, so this process never touches CUDA).
     Raises ``RankFailure`` for the first rank that raised or died (the others are killed at once) and
-    ``RanksHungError`` when the ranks have not all returned after ``timeout`` seconds.
+    ``RanksHungError`` when the ranks have not all returned after ``timeout`` seconds; either way, and
+    on KeyboardInterrupt, every rank and anything it started is killed before this returns.
     """
     _check_arguments(fn, world_size, timeout)
     backend = resolve_backend(backend, world_size)
