@@ -203,3 +203,16 @@ def test_a_group_already_initialised_in_the_caller_is_refused():
 
     with pytest.raises(RankFailure, match="already initialised in this process"):
         run_ranks(nested, 1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_nccl_pins_one_gpu_per_rank_and_results_come_back_on_the_cpu():
+    def on_gpu(rank, world_size):
+        tensor = torch.ones(4, device="cuda") * (rank + 1)
+        dist.all_reduce(tensor)
+        return torch.cuda.current_device(), tensor
+
+    results = run_ranks(on_gpu, 2, backend="nccl")
+    assert [device for device, _ in results] == [0, 1]
+    assert all(tensor.device.type == "cpu" and tensor.tolist() == [3.0] * 4 for _, tensor in results)
+    assert not torch.cuda.is_initialized()
