@@ -78,3 +78,14 @@ def test_each_wrong_ring_loses_exactly_its_points(fixture):
         assert "in place" in messages["test_ring_all_reduce_values"]
     if fixture == "wrong_neighbour":
         assert "right neighbour" in messages["test_ring_all_reduce_traffic"]
+
+
+def test_notebook_sources_reads_the_exercise_cells_and_names_a_wrong_notebook(tmp_path):
+    import nbformat
+
+    sources = ch02_ring.notebook_sources(SOLUTION)
+    assert [s.split("(")[0] for s in sources] == [f"def {name}" for name in ch02_ring.EXERCISE_CELLS]
+    other = tmp_path / "other.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), other)
+    with pytest.raises(ValueError, match="ring_reduce_scatter"):
+        ch02_ring.notebook_sources(other)
