@@ -65,8 +65,24 @@ class LocalSlurm:
                                f"{result.stdout}{result.stderr}\n{self.logs()}")
         self.started_here = "already running" not in result.stdout
 
-    def stop(self) -> subprocess.CompletedProcess:
-        return self.run(STOP, timeout=120)
+    def daemon_pids(self) -> dict[str, int]:
+        files = {"munged": "munge/munged.pid", "slurmctld": "run/slurmctld.pid", "slurmd": "run/slurmd.pid"}
+        pids = {}
+        for name, relative in files.items():
+            path = self.state_dir / relative
+            text = path.read_text().strip() if path.exists() else ""
+            if text.isdigit():
+                pids[name] = int(text)
+        return pids
+
+    def stop(self) -> None:
+        """stop.sh, then make sure it left no daemon running."""
+        pids = self.daemon_pids()
+        result = self.run(STOP, timeout=120)
+        survivors = [f"{name} (pid {pid})" for name, pid in pids.items() if Path(f"/proc/{pid}").exists()]
+        if result.returncode != 0 or survivors:
+            raise RuntimeError(f"slurm/local/stop.sh ({result.returncode}) left {survivors or 'nothing'}:\n"
+                               f"{result.stdout}{result.stderr}")
 
     def logs(self) -> str:
         parts = []
