@@ -11,6 +11,7 @@ import argparse
 import datetime
 import importlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -18,7 +19,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 
-from .backend import BACKENDS, pin_device, resolve_backend
+from .backend import BACKENDS, gpu_count, pin_device, resolve_backend
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,15 @@ def _integer(env, name: str) -> int:
         return int(env[name])
     except ValueError:
         raise ValueError(f"environment variable {name}={env[name]!r} should be a whole number") from None
+
+
+def _tasks_on_this_node(env) -> int:
+    """Slurm writes tasks per node as "4", "4(x2)" or "4,3": the first count is this layout's typical node."""
+    for name in ("SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
+        match = re.match(r"\d+", env.get(name, ""))
+        if match:
+            return int(match.group())
+    return 1
 
 
 def _first_slurm_host(env) -> str:
@@ -70,7 +80,7 @@ def rank_environment(env=None) -> RankEnvironment:
     elif "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         rank, world_size = _integer(env, "SLURM_PROCID"), _integer(env, "SLURM_NTASKS")
         local_rank = _integer(env, "SLURM_LOCALID") if "SLURM_LOCALID" in env else 0
-        local_size = _integer(env, "SLURM_NTASKS_PER_NODE") if "SLURM_NTASKS_PER_NODE" in env else 1
+        local_size = _tasks_on_this_node(env)
         source = "slurm"
     else:
         return RankEnvironment(0, 1, 0, 1, "127.0.0.1", _free_port(), "single")
@@ -117,8 +127,13 @@ def run_target(function, args, place: RankEnvironment, backend: str = "auto", ti
     os.environ.update(RANK=str(place.rank), WORLD_SIZE=str(place.world_size),
                       LOCAL_RANK=str(place.local_rank), LOCAL_WORLD_SIZE=str(place.local_world_size),
                       MASTER_ADDR=place.master_addr, MASTER_PORT=str(place.master_port))
-    backend = resolve_backend(backend, place.local_world_size)
-    device = pin_device(backend, place.local_rank)
+    visible = gpu_count()
+    if backend == "nccl" and place.source == "slurm" and visible == 1:
+        # srun --gpus-per-task=1 shows each task only its own GPU: one rank per visible GPU still holds.
+        device = pin_device(backend, 0)
+    else:
+        backend = resolve_backend(backend, place.local_world_size)
+        device = pin_device(backend, place.local_rank)
     options = {"device_id": device} if backend == "nccl" else {}
     dist.init_process_group(backend, init_method="env://", rank=place.rank, world_size=place.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s), **options)

@@ -33,6 +33,13 @@ def test_slurm_variables_without_torchrun():
     assert rank_environment({k: v for k, v in env.items() if k != "MASTER_ADDR"}).master_addr == "gpu07"
 
 
+def test_slurm_tasks_per_node_in_its_compact_forms():
+    base = {"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "MASTER_ADDR": "n1", "MASTER_PORT": "1"}
+    assert rank_environment(base | {"SLURM_NTASKS_PER_NODE": "4(x2)"}).local_world_size == 4
+    assert rank_environment(base | {"SLURM_TASKS_PER_NODE": "5,3"}).local_world_size == 5
+    assert rank_environment(base).local_world_size == 1
+
+
 def test_no_launcher_is_a_world_of_one():
     place = rank_environment({})
     assert (place.rank, place.world_size, place.source) == (0, 1, "single") and place.master_port > 0

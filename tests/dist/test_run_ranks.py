@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -216,3 +218,20 @@ def test_nccl_pins_one_gpu_per_rank_and_results_come_back_on_the_cpu():
     assert [device for device, _ in results] == [0, 1]
     assert all(tensor.device.type == "cpu" and tensor.tolist() == [3.0] * 4 for _, tensor in results)
     assert not torch.cuda.is_initialized()
+
+
+@pytest.mark.slow
+def test_two_processes_calling_run_ranks_at_once_do_not_collide():
+    script = ("import torch, torch.distributed as dist\n"
+              "from course_lib.dist import run_ranks\n"
+              "def total(rank, world_size):\n"
+              "    t = torch.ones(1); dist.all_reduce(t); return t.item()\n"
+              "for _ in range(5):\n"
+              "    assert run_ranks(total, 4) == [4.0] * 4\n"
+              "print('ok')\n")
+    environment = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    callers = [subprocess.Popen([sys.executable, "-c", script], env=environment, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for caller in callers:
+        out, err = caller.communicate(timeout=120)
+        assert caller.returncode == 0 and out.strip() == "ok", err[-2000:]
