@@ -27,13 +27,13 @@ COURSE_DIR="$(cd "${COURSE_DIR:?COURSE_DIR must be set before sourcing course_en
 export COURSE_DIR
 
 # Everything the job prints also lands in its own folder (job.log), next to a record of its setup.
-if [[ -z "${COURSE_RUN_DIR:-}" ]]; then
-    COURSE_RUN_DIR="${SLURM_SUBMIT_DIR:-$PWD}/runs/${SLURM_JOB_NAME:-job}-$SLURM_JOB_ID"
-    mkdir -p "$COURSE_RUN_DIR" || course_die "cannot create the job's output folder $COURSE_RUN_DIR"
-    # Keeps job output out of git when jobs are submitted from the checkout.
-    [[ -e "$COURSE_RUN_DIR/../.gitignore" ]] || echo '*' >"$COURSE_RUN_DIR/../.gitignore"
-fi
+COURSE_RUNS="${SLURM_SUBMIT_DIR:-$PWD}/runs"
+COURSE_RUN_DIR="${COURSE_RUN_DIR:-$COURSE_RUNS/${SLURM_JOB_NAME:-job}-$SLURM_JOB_ID}"
 mkdir -p "$COURSE_RUN_DIR" || course_die "cannot create the job's output folder $COURSE_RUN_DIR"
+# Jobs are often submitted from the checkout: keep the default runs/ folder out of git.
+if [[ "$COURSE_RUN_DIR" == "$COURSE_RUNS/"* && ! -e "$COURSE_RUNS/.gitignore" ]]; then
+    echo '*' >"$COURSE_RUNS/.gitignore"
+fi
 export COURSE_RUN_DIR
 exec > >(tee -a "$COURSE_RUN_DIR/job.log") 2>&1
 COURSE_TEE_PID=$!
