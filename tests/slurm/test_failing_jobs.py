@@ -4,6 +4,7 @@ the log, and a site that requires an account rejects a job without one with inst
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 
 import pytest
@@ -58,3 +59,15 @@ def test_site_requiring_an_account_rejects_a_job_without_one(local_slurm, submit
     assert result.state == "FAILED", result.describe()
     assert "sbatch --account=<your account>" in result.output, result.describe()
     assert "rendezvous" not in result.output and result.summaries() == []
+
+
+def test_checkout_without_python_env_fails_with_instructions(local_slurm, submit_dir, tmp_path):
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "slurm", checkout / "slurm")  # the scripts, but no .venv and no environment.yml
+    # No COURSE_PYTHON, and a PATH without conda: nothing to fall back on.
+    env = {"COURSE_DIR": str(checkout), "COURSE_PYTHON": "", "PATH": "/usr/bin:/bin"}
+    job_id = local_slurm.submit(checkout / "slurm" / "ddp.sbatch", cwd=submit_dir, env=env)
+    result = local_slurm.wait(job_id, timeout=120)
+    assert result.state == "FAILED", result.describe()
+    assert "no Python environment for the course found" in result.output, result.describe()
+    assert "make setup" in result.output and "conda env create -f environment.yml" in result.output
