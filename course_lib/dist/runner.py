@@ -114,8 +114,13 @@ class _Ranks:
 
     def _finish_result(self, rank: int) -> bool:
         """Decodes a complete result; True when the rank failed."""
-        self.results[rank] = pickle.loads(bytes(self.result_bytes[rank][8:]))
         self.selector.unregister(self.pipes[rank].result[0])
+        try:
+            self.results[rank] = pickle.loads(bytes(self.result_bytes[rank][8:]))
+        except Exception as error:  # noqa: BLE001 - e.g. an object of a class this process cannot import
+            self.results[rank] = ("error", type(error).__name__,
+                                  f"the value rank {rank} returned could not be unpickled here: {error}",
+                                  "return plain values (numbers, lists, dicts, tensors)\n", None)
         return self.results[rank][0] != "ok"
 
     def _reap(self, failed: int | None) -> int | None:

@@ -168,6 +168,18 @@ def test_an_unpicklable_result_is_a_clear_failure():
         run_ranks(lambda rank, world_size: threading.Lock(), 2)
 
 
+def test_a_result_this_process_cannot_unpickle_is_a_clear_failure():
+    def ghost(rank, world_size):
+        import types
+
+        module = sys.modules["ghost_module"] = types.ModuleType("ghost_module")
+        exec("class Ghost:\n    pass", module.__dict__)
+        return module.Ghost()
+
+    with pytest.raises(RankFailure, match="could not be unpickled here"):
+        run_ranks(ghost, 1)
+
+
 def test_tensors_and_large_results_come_back():
     results = run_ranks(lambda rank, world_size: torch.full((1 << 20,), float(rank)), 2)
     assert [float(result.mean()) for result in results] == [0.0, 1.0]
