@@ -30,10 +30,11 @@ def positive_int(value, name: str) -> int:
     return number
 
 
-def require_divisible(world_size: int, total: int = BATCH_SIZE, what: str = "the batch of 32 samples"):
-    if total % world_size:
-        raise ValueError(f"{what} cannot be split evenly over {world_size} ranks: "
-                         f"use a world size that divides {total} (1, 2, 4, 8, ...)")
+def require_divisible(parts: int, total: int = BATCH_SIZE, what: str = "the batch of 32 samples",
+                      unit: str = "ranks"):
+    if total % parts:
+        raise ValueError(f"{what} cannot be split evenly over {parts} {unit}: "
+                         f"use a number of {unit} that divides {total} (1, 2, 4, 8, ...)")
 
 
 @torch.no_grad()

@@ -27,7 +27,7 @@ MICROBATCHES = 4
 
 def main(rank: int, world_size: int, epochs=1, microbatches=MICROBATCHES) -> dict:
     epochs, microbatches = positive_int(epochs, "epochs"), positive_int(microbatches, "microbatches")
-    require_divisible(microbatches, what="the batch of 32 samples (into micro-batches)")
+    require_divisible(microbatches, unit="micro-batches")
     stages, device, steps, final_loss = min(world_size, 2), current_device(), 0, None
     if rank < stages:
         model = make_mlp(seed=0).to(device)
