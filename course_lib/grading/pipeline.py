@@ -78,6 +78,7 @@ def prepare(run: GradingRun, assignment: str,
         raise SystemExit(f"no assignment {assignment!r}: expected a folder {source_dir} "
                          f"(known: {', '.join(assignment_names(run)) or 'none'})")
     prep = scratch / f"prep-{assignment}"
+    prep.mkdir(mode=0o700)  # holds the instructor's source and gradebook: never for student eyes
     shutil.copytree(source_dir, prep / "source" / assignment)
     common = [f"--CourseDirectory.root={prep}", "--CourseDirectory.source_directory=source",
               "--CourseDirectory.release_directory=release", "--force"]

@@ -92,8 +92,12 @@ def build_course(setup: AssignmentSetup, student: str, submission: dict[str, byt
                  uid: int) -> Path:
     """The private course tree of one student; only the autograded folder is reachable by the kernel."""
     course_dir = scratch / f"course-{student}"
-    course_dir.mkdir(mode=0o711)
-    os.chmod(course_dir, 0o711)  # the kernel may traverse to its working folder, not list or read
+    course_dir.mkdir(mode=0o700)
+    if running_as_root():  # only this student's uid (as group) may traverse to its working folder
+        os.chown(course_dir, 0, uid)
+        os.chmod(course_dir, 0o710)
+    else:
+        os.chmod(course_dir, 0o711)
     private = [course_dir / "db", course_dir / "source", course_dir / "jupyter", course_dir / "submitted"]
     shutil.copytree(setup.source_dir, course_dir / "source" / setup.assignment,
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
