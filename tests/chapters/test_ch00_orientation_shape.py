@@ -42,3 +42,11 @@ def test_the_chapter_draws_a_figure_before_any_exercise(folder):
     sliders = [i for i, s in enumerate(cells) if "IntSlider(" in s]
     assert figures and figures[0] < first_exercise, "a matplotlib figure must come before the first exercise"
     assert sliders and sliders[0] < first_exercise, "Run All stops at an unanswered exercise: slider first"
+
+
+@pytest.mark.slow
+def test_the_release_runs_top_to_bottom_without_an_error():
+    """The browser test runs every cell of the student's version: none may raise, exercise unanswered."""
+    from tests.support.notebooks import execute_notebook
+
+    execute_notebook(ROOT / "notebooks" / CHAPTER, cell_timeout=120, total_timeout=120)
