@@ -83,8 +83,14 @@ def prepare(run: GradingRun, assignment: str,
     common = [f"--CourseDirectory.root={prep}", "--CourseDirectory.source_directory=source",
               "--CourseDirectory.release_directory=release", "--force"]
     template = prep / "template.db"
-    for db_url in (f"sqlite:///{template}", run.db_url):
-        _nbgrader(run, prep, "generate_assignment", assignment, *common, f"--CourseDirectory.db_url={db_url}")
+    _nbgrader(run, prep, "generate_assignment", assignment, *common,
+              f"--CourseDirectory.db_url=sqlite:///{template}")
+    course_db = run.grading_dir / "gradebook.db"
+    if course_db.exists():  # registers (or updates) the assignment next to the grades already there
+        _nbgrader(run, prep, "generate_assignment", assignment, *common,
+                  f"--CourseDirectory.db_url={run.db_url}")
+    else:
+        shutil.copyfile(template, course_db)
     release = {p.stem: nbformat.read(p, as_version=4)
                for p in sorted((prep / "release" / assignment).glob("*.ipynb"))}
     hidden = [str(root / name) for root in {run.course_root, CODE_ROOT}
@@ -185,33 +191,45 @@ def _keep_autograded(run: GradingRun, setup: AssignmentSetup, outcome: Outcome) 
     shutil.rmtree(old, ignore_errors=True)
 
 
-def grade_assignment(run: GradingRun, assignment: str, scratch: Path, shapes) -> list[report.StudentResult]:
+def _class_of(run: GradingRun, assignment: str) -> list[str]:
     submitted = run.grading_dir / "submitted"
     students = sorted(p.parent.name for p in submitted.glob(f"*/{assignment}") if p.is_dir())
     if not students:
         run.say(f"{assignment}: no submissions under {submitted}/<student>/{assignment}/")
-        return []
-    setup, shape = prepare(run, assignment, scratch)
+    return [submissions.check_student_id(student) for student in students]
+
+
+def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report.StudentResult]:
+    """Every (assignment, student) in one pool of `jobs` workers; merges happen here, one at a time."""
+    shapes = _source_shapes(run)
     registry = load_registry(run.registry)
-    others = {name: s for name, s in shapes.items() if name != assignment}
-    vetted = [submissions.vet(submissions.check_student_id(s), shape,
-                              submissions.read_folder(submitted / s / assignment), others) for s in students]
-    bar = report.ProgressBar(len(vetted), assignment, stream=run.stream)
+    work = []
+    for assignment in targets:
+        students = _class_of(run, assignment)
+        if not students:
+            continue
+        setup, shape = prepare(run, assignment, scratch)
+        others = {name: s for name, s in shapes.items() if name != assignment}
+        for student in students:
+            files = submissions.read_folder(run.grading_dir / "submitted" / student / assignment)
+            work.append((setup, shape, submissions.vet(student, shape, files, others)))
+    bar = report.ProgressBar(len(work), "grading", stream=run.stream)
     results = []
     with ThreadPoolExecutor(max_workers=max(1, run.jobs)) as pool:
-        futures = [pool.submit(_grade_student, run, setup, shape, sub, scratch, run.policy.uid + i, registry)
-                   for i, sub in enumerate(vetted)]
+        futures = {pool.submit(_grade_student, run, setup, shape, sub, scratch, run.policy.uid + i, registry):
+                   setup for i, (setup, shape, sub) in enumerate(work)}
         for future in as_completed(futures):
-            outcome = future.result()
+            setup, outcome = futures[future], future.result()
             result = _finish(run, setup, outcome)
             shutil.rmtree(outcome.run_dir, ignore_errors=True)
             results.append(result)
-            bar.advance(f"{result.student}: {result.score:g}/{result.max_score:g}")
+            bar.advance(f"{result.assignment}/{result.student}: {result.score:g}/{result.max_score:g}")
     if run.feedback:
-        _nbgrader(run, run.course_root, "generate_feedback", assignment, "--force",
-                  f"--CourseDirectory.root={run.course_root}", f"--CourseDirectory.db_url={run.db_url}",
-                  "--CourseDirectory.autograded_directory=grading/autograded",
-                  "--CourseDirectory.feedback_directory=grading/feedback")
+        for assignment in sorted({r.assignment for r in results}):
+            _nbgrader(run, run.course_root, "generate_feedback", assignment, "--force",
+                      f"--CourseDirectory.root={run.course_root}", f"--CourseDirectory.db_url={run.db_url}",
+                      "--CourseDirectory.autograded_directory=grading/autograded",
+                      "--CourseDirectory.feedback_directory=grading/feedback")
     return results
 
 
@@ -225,13 +243,10 @@ def grade(run: GradingRun, assignments: list[str] | None = None, zips: Path | No
         only = assignments[0] if assignments and len(assignments) == 1 else None
         _unpack_zips(run, zips, zip_pattern, only)
     targets = assignments or assignment_names(run)
-    shapes = _source_shapes(run)
-    results: list[report.StudentResult] = []
     with tempfile.TemporaryDirectory(prefix="course-grading-") as scratch_dir:
         scratch = Path(scratch_dir)
         os.chmod(scratch, 0o711)
-        for assignment in targets:
-            results += grade_assignment(run, assignment, scratch, shapes)
+        results = grade_all(run, targets, scratch)
     _write_outputs(run, targets, results)
     run.say(report.summary_table(results))
     return results
