@@ -13,6 +13,8 @@ IP   ?= localhost
 # Open a browser only where there is a screen (macOS, or an X/Wayland display); on a remote node,
 # an Open OnDemand session or CI, JupyterLab just prints its URL with the token.
 OPEN_BROWSER := $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),True,False)
+# Containers and CI often run as root, which JupyterLab refuses unless told.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 # Which assignment `make grade` works on: `make grade ASSIGNMENT=02_collectives` (default: all).
 ASSIGNMENT ?=
@@ -41,7 +43,7 @@ $(STAMP): pyproject.toml
 
 lab: setup
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks --ServerApp.port=$(PORT) --ServerApp.ip=$(IP) \
-		--ServerApp.open_browser=$(OPEN_BROWSER)
+		--ServerApp.open_browser=$(OPEN_BROWSER) $(ALLOW_ROOT)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -11,7 +11,8 @@ import shutil
 import pytest
 
 SYSTEM_REQUIREMENTS = {
-    "slurm": (["slurmctld", "slurmd", "munged", "sbatch"], "apt-get install slurm-wlm munge (as root)"),
+    "slurm": (["slurmctld", "slurmd", "munged", "sbatch", "shellcheck", "ruby"],
+              "apt-get install slurm-wlm munge shellcheck ruby (as root)"),
     "browser": (["chromium"], "apt-get install chromium chromium-driver"),
 }
 MISSING_PREFIX = "missing system dependency"
