@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="named regexp for zip names: groups student_id and optional assignment_id")
     demo_cmd = commands.add_parser("demo", help="grade a generated demo class end to end")
     demo_cmd.add_argument("--assignment", help="chapter to build the class from (default: the latest graded)")
-    demo_cmd.add_argument("--students", type=int, default=5)
+    demo_cmd.add_argument("--students", type=int, default=4)
     for command in (grade, demo_cmd):
         command.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)),
                              help="students graded at once (default: cores, at most 4)")

@@ -1,7 +1,8 @@
 """`make grade-demo`: a generated class graded end to end, so an instructor sees the whole flow.
 
 Students: full marks (the instructor's answers), partial (all but the last answer), empty (the
-release as handed out), broken (not even valid JSON), and for chapter 02 a ring that deadlocks. The
+release as handed out), broken (not even valid JSON), and for chapter 02 with --students 5 or more a
+ring that sends the wrong way (right values, wrong traffic). The
 demo course lives in grading/demo/ and reuses the course's solutions/.
 """
 
@@ -31,7 +32,7 @@ def release_notebook(course_root: Path, assignment: str) -> nbformat.NotebookNod
     return nbformat.read(path, as_version=4)
 
 
-def class_answers(course_root: Path, assignment: str, size: int = 5) -> dict[str, dict[str, str] | None]:
+def class_answers(course_root: Path, assignment: str, size: int = 4) -> dict[str, dict[str, str] | None]:
     """student -> {grade_id: source} (None: a broken file); `size` students cycling through the kinds."""
     source = nbformat.read(course_root / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
     full = fixtures.solution_sources(source)
@@ -42,16 +43,16 @@ def class_answers(course_root: Path, assignment: str, size: int = 5) -> dict[str
         "empty": {},
         "broken": None,
     }
-    deadlock = course_root / "autograde_tests" / "fixtures" / "ring" / "deadlocks.py"
-    if assignment == "02_collectives" and deadlock.exists():
-        answers = fixtures.load_py_fixture(deadlock)
-        kinds["deadlock"] = {**full, **{k: v for k, v in answers.items() if k in full}}
+    wrong = course_root / "autograde_tests" / "fixtures" / "ring" / "wrong_neighbour.py"
+    if assignment == "02_collectives" and wrong.exists() and size > len(kinds):
+        answers = fixtures.load_py_fixture(wrong)
+        kinds["wrong_neighbour"] = {**full, **{k: v for k, v in answers.items() if k in full}}
     names = list(kinds)
     return {f"{names[i % len(names)]}{'' if i < len(names) else f'_{i // len(names) + 1}'}":
             kinds[names[i % len(names)]] for i in range(max(size, 1))}
 
 
-def write_class(course_root: Path, demo_root: Path, assignment: str, size: int = 5) -> list[str]:
+def write_class(course_root: Path, demo_root: Path, assignment: str, size: int = 4) -> list[str]:
     """Fresh demo course at demo_root: solutions linked, one submission folder per student."""
     if demo_root.exists():
         shutil.rmtree(demo_root)

@@ -7,6 +7,7 @@ merges again from scratch, converging to the same grades).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 from nbgrader.api import Gradebook, MissingEntry
@@ -58,7 +59,9 @@ def merge_student(db_url: str, assignment: str, student: str, scores: dict[tuple
         try:
             submission = gb.find_submission(assignment, student)
         except MissingEntry:
-            submission = gb.add_submission(assignment, student)
+            with warnings.catch_warnings():  # nbgrader's own autoflush warning, harmless here
+                warnings.simplefilter("ignore")
+                submission = gb.add_submission(assignment, student)
         for notebook in submission.notebooks:
             for grade in notebook.grades:
                 key = (notebook.name, grade.cell.name)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import subprocess
 import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib.grading.sandbox import POLICY_ENV, SandboxPolicy
+from course_lib.grading.worker import run_tracked
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,8 @@ def run_judge(course_root: Path, registry: str, assignment: str, sources: dict[s
                                    "grade_ids": sorted(sources), "policy": policy.to_json()}))
     os.chmod(request, 0o600)
     command = [sys.executable, "-I", "-c", BOOTSTRAP, str(course_root), str(request), str(result)]
-    try:
-        completed = subprocess.run(command, cwd=scratch, capture_output=True, text=True, timeout=timeout,
-                                   start_new_session=True)
-        failure = f"the isolated re-check failed: {completed.stderr.strip()[-1500:]}"
-    except subprocess.TimeoutExpired:
-        failure = f"the isolated re-check did not finish within {timeout:g} s"
+    _, output = run_tracked(command, scratch, None, timeout, policy.uid)
+    failure = f"the isolated re-check failed: {output.strip()[-1500:]}"
     if result.exists():
         return {k: Verdict(**v) for k, v in json.loads(result.read_text()).items()}
     return {grade_id: Verdict(False, failure) for grade_id in sources}

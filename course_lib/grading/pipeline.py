@@ -23,7 +23,7 @@ import nbformat
 from course_lib.grading import gradebook_merge, report, review, submissions
 from course_lib.grading.judge import isolated_sources, load_registry, run_judge
 from course_lib.grading.sandbox import SandboxPolicy
-from course_lib.grading.worker import AssignmentSetup, autograde
+from course_lib.grading.worker import AssignmentSetup, autograde, stop_all
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -215,7 +215,8 @@ def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report
             work.append((setup, shape, submissions.vet(student, shape, files, others)))
     bar = report.ProgressBar(len(work), "grading", stream=run.stream)
     results = []
-    with ThreadPoolExecutor(max_workers=max(1, run.jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, run.jobs))
+    try:
         futures = {pool.submit(_grade_student, run, setup, shape, sub, scratch, run.policy.uid + i, registry):
                    setup for i, (setup, shape, sub) in enumerate(work)}
         for future in as_completed(futures):
@@ -224,6 +225,11 @@ def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report
             shutil.rmtree(outcome.run_dir, ignore_errors=True)
             results.append(result)
             bar.advance(f"{result.assignment}/{result.student}: {result.score:g}/{result.max_score:g}")
+    except BaseException:  # Ctrl-C included: what is merged stays merged, the rest is stopped
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_all()
+        raise
+    pool.shutdown()
     if run.feedback:
         for assignment in sorted({r.assignment for r in results}):
             _nbgrader(run, run.course_root, "generate_feedback", assignment, "--force",

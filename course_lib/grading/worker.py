@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -129,17 +131,49 @@ def autograde(setup: AssignmentSetup, student: str, submission: dict[str, bytes]
     env.pop("PYTHONPATH", None)
     command = [sys.executable, "-m", "nbgrader", "autograde", setup.assignment, "--student", student,
                "--force", "--log-level=INFO"]
-    try:
-        result = subprocess.run(command, cwd=course_dir, env=env, capture_output=True, text=True,
-                                timeout=setup.notebook_timeout, start_new_session=True)
-        ok, log = result.returncode == 0, result.stdout + result.stderr
-    except subprocess.TimeoutExpired as expired:
-        ok = False
-        log = (f"autograde took longer than {setup.notebook_timeout:g} s and was stopped\n"
-               f"{expired.stderr or ''}")
-        _kill_uid_processes(uid)
+    ok, log = run_tracked(command, course_dir, env, setup.notebook_timeout, uid)
     _kill_uid_processes(uid)  # a kernel's detached children must not outlive the grading
     return AutogradeRun(student, ok, time.perf_counter() - start, course_dir, log[-20_000:])
+
+
+# Every grading subprocess still running, with its sandbox uid: stop_all() ends them on Ctrl-C.
+LIVE: dict[subprocess.Popen, int] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def run_tracked(command: list[str], cwd: Path, env: dict | None, timeout: float,
+                uid: int) -> tuple[bool, str]:
+    """Run a grading subprocess in its own session; (succeeded, output). Killed after timeout."""
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
+    with _LIVE_LOCK:
+        LIVE[process] = uid
+    try:
+        output, _ = process.communicate(timeout=timeout)
+        return process.returncode == 0, output
+    except subprocess.TimeoutExpired:
+        _kill_session(process)
+        output, _ = process.communicate()
+        return False, f"stopped after {timeout:g} s (the whole notebook's time limit)\n{output}"
+    finally:
+        with _LIVE_LOCK:
+            LIVE.pop(process, None)
+
+
+def _kill_session(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_all() -> None:
+    """End every grading subprocess and whatever student code they left (an interrupted run)."""
+    with _LIVE_LOCK:
+        live = dict(LIVE)
+    for process, uid in live.items():
+        _kill_session(process)
+        _kill_uid_processes(uid)
 
 
 def _kill_uid_processes(uid: int) -> None:
