@@ -33,7 +33,7 @@ help:
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "the course needs Python 3.10 or newer (3.11 recommended): run make PYTHON=python3.11 ..."'
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python 3.11 or newer: run make PYTHON=python3.11 ..."'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e .
