@@ -1,0 +1,145 @@
+"""Fast tests of the grading pieces: vetting, zips, source extraction, isolated calls, reports."""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from autograde_tests import probe_course
+from course_lib.grading import fixtures, report, review, submissions
+from course_lib.grading.isolation import IsolatedCallError, map_isolated, solution_sources
+from course_lib.grading.sandbox import SandboxPolicy
+from course_lib.grading.student_function import StudentFunction
+
+
+def _shape(name="probe"):
+    return submissions.AssignmentShape(name, {name: probe_course.probe_notebook()})
+
+
+def _bytes(notebook) -> bytes:
+    return nbformat.writes(notebook).encode()
+
+
+def test_vet_keeps_a_good_notebook_without_notes():
+    sub = submissions.vet("ann", _shape(), {"probe.ipynb": _bytes(probe_course.probe_notebook())}, {})
+    assert list(sub.files) == ["probe.ipynb"] and sub.notes == [] and sub.zero_notebooks == []
+
+
+def test_vet_notes_invalid_json_and_scores_it_zero():
+    sub = submissions.vet("ann", _shape(), {"probe.ipynb": b'{"cells": [ oops'}, {})
+    assert "probe" in sub.zero_notebooks and "not a valid notebook" in " ".join(sub.notes)
+
+
+def test_vet_adopts_a_renamed_notebook_and_says_so():
+    sub = submissions.vet("ann", _shape(), {"Copy of probe.ipynb": _bytes(probe_course.probe_notebook())}, {})
+    assert "probe.ipynb" in sub.files and any("renamed" in note for note in sub.notes)
+
+
+def test_vet_recognises_another_assignments_notebook():
+    others = {"probe_other": submissions.AssignmentShape("probe_other",
+                                                         {"probe_other": probe_course.other_notebook()})}
+    sub = submissions.vet("ann", _shape(), {"probe.ipynb": _bytes(probe_course.other_notebook())}, others)
+    assert sub.zero_notebooks == ["probe"] and "looks like probe_other" in " ".join(sub.notes)
+
+
+def test_vet_notes_a_deleted_locked_cell():
+    notebook = probe_course.probe_notebook()
+    notebook.cells = [c for c in notebook.cells
+                      if c.metadata.get("nbgrader", {}).get("grade_id") != "test_scale"]
+    sub = submissions.vet("ann", _shape(), {"probe.ipynb": _bytes(notebook)}, {})
+    assert any("'test_scale' was deleted" in note for note in sub.notes)
+
+
+def test_student_ids_that_are_not_folder_names_are_refused():
+    with pytest.raises(ValueError, match="not usable"):
+        submissions.check_student_id("../etc")
+
+
+def test_zip_names_follow_the_documented_pattern(tmp_path):
+    for name in ("ann.zip", "bob_smith__02_collectives.zip"):
+        with zipfile.ZipFile(tmp_path / name, "w") as bundle:
+            bundle.writestr("work/02_collectives.ipynb", "{}")
+            bundle.writestr("../../evil.txt", "x")
+    found = submissions.collect_zips(tmp_path, submissions.DEFAULT_ZIP_PATTERN, "01_mlp_by_hand")
+    assert set(found) == {("ann", "01_mlp_by_hand"), ("bob_smith", "02_collectives")}
+    files = submissions.extract_zip(tmp_path / "ann.zip")
+    assert set(files) == {"02_collectives.ipynb", "evil.txt"}  # flattened: no path leaves the folder
+
+
+def test_zip_without_an_assignment_is_refused_with_the_fix(tmp_path):
+    (tmp_path / "ann.zip").write_bytes(b"")
+    with pytest.raises(ValueError, match="names no assignment"):
+        submissions.collect_zips(tmp_path, submissions.DEFAULT_ZIP_PATTERN, None)
+
+
+def test_isolated_sources_keep_definitions_and_drop_calls_and_monkeypatches():
+    cell = new_code_cell("import torch\nLIMIT = 3\ntorch.allclose = None\nprint('hi')\n%time x = 1\n"
+                         "def f(x):\n    return x + LIMIT\nf(2)",
+                         metadata={"nbgrader": {"solution": True, "grade_id": "f"}})
+    [source] = solution_sources(new_notebook(cells=[cell]))
+    assert "def f" in source and "LIMIT = 3" in source and "import torch" in source
+    assert "allclose" not in source and "print" not in source and "f(2)" not in source
+
+
+def test_map_isolated_runs_sources_in_a_child_and_returns_plain_data():
+    student = StudentFunction(name="f", sources=("def f(x):\n    return [x, x * 2]",))
+    assert map_isolated(student, [(1,), (3,)]) == [[1, 2], [3, 6]]
+
+
+@pytest.mark.parametrize("body, message", [
+    ("raise ValueError('nope')", "ValueError: nope"),
+    ("import os; os._exit(0)", "died"),
+    ("import sys; sys.exit(3)", "SystemExit"),
+    ("while True: pass", "did not return"),
+    ("return lambda: 0", "not plain data"),
+])
+def test_map_isolated_reports_what_went_wrong(body, message):
+    student = StudentFunction(name="f", sources=(f"def f(x):\n    {body}",))
+    with pytest.raises(IsolatedCallError, match=message):
+        map_isolated(student, [(1,)], timeout=1)
+
+
+def test_map_isolated_child_cannot_change_the_parent():
+    student = StudentFunction(name="f", sources=("import os\ndef f():\n    os.environ['LEAK'] = '1'\n",))
+    map_isolated(student, [()])
+    assert "LEAK" not in os.environ
+
+
+def test_fixture_submission_replaces_only_named_cells():
+    release = probe_course.probe_notebook()
+    made = fixtures.make_submission(release, {"scale": "def scale(v, f):\n    return v"})
+    changed = [a.source != b.source for a, b in zip(release.cells, made.cells, strict=True)]
+    assert changed.count(True) == 1
+    with pytest.raises(KeyError, match="no solution cell"):
+        fixtures.make_submission(release, {"test_scale": "pass"})
+
+
+def test_review_finds_dead_kernels_timeouts_and_shortens_deadlocks():
+    cells = [new_code_cell("x", outputs=[nbformat.NotebookNode(
+        output_type="error", ename="RanksHungError", evalue="rank 0: line 3", traceback=["long"] * 50)])]
+    notebook = new_notebook(cells=cells)
+    assert any("deadlocked" in note for note in review.execution_notes(notebook))
+    review.shorten_deadlocks(notebook)
+    assert notebook.cells[0].outputs[0].traceback == ["RanksHungError: deadlock detected", "rank 0: line 3"]
+
+
+def test_summary_table_and_progress_bar_are_plain_text():
+    results = [report.StudentResult("ann", "02", 3, 15, ["kernel died"], 1.5),
+               report.StudentResult("bob", "02", 15, 15, [], 2.0)]
+    table = report.summary_table(results)
+    assert "ann" in table and "yes: kernel died" in table and "2 submissions graded, 1 marked" in table
+    stream = io.StringIO()
+    bar = report.ProgressBar(2, "grading", stream=stream)
+    bar.advance("ann")
+    bar.advance("bob")
+    assert stream.getvalue().count("\n") == 2 and "2/2" in stream.getvalue()
+
+
+def test_sandbox_policy_round_trips_through_json():
+    policy = SandboxPolicy(uid=61005, hidden_paths=["/x"], home="/tmp/h")
+    assert SandboxPolicy.from_json(policy.to_json()) == policy

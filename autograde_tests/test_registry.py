@@ -1,0 +1,56 @@
+"""The isolated judge covers every graded test cell, and instructor-only code never reaches a release."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograde_tests.registry import CHECKS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _graded_test_cells():
+    for path in sorted((REPO / "solutions").glob("*/*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader") or {}
+            if meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
+                yield path.parent.name, meta["grade_id"]
+
+
+@pytest.mark.parametrize("assignment, grade_id", list(_graded_test_cells()))
+def test_every_graded_test_cell_is_rechecked_in_isolation(assignment, grade_id):
+    assert (assignment, grade_id) in CHECKS, (
+        f"{assignment}/{grade_id} has no entry in autograde_tests/registry.py: without one its score comes "
+        "only from the student's own kernel, which the student's code can tamper with")
+
+
+@pytest.mark.parametrize("key", sorted(CHECKS))
+def test_every_registered_check_exists(key):
+    module_name, function_name = CHECKS[key].check.split(":")
+    assert callable(getattr(importlib.import_module(module_name), function_name))
+
+
+def _release_files():
+    return sorted(p for p in (REPO / "notebooks").rglob("*") if p.is_file())
+
+
+def test_releases_carry_no_instructor_only_code():
+    """Hidden tests import autograde_tests; a release must contain neither that code nor those files."""
+    assert _release_files(), "notebooks/ is empty: run make release"
+    instructor_files = {p.name for p in (REPO / "autograde_tests").rglob("*.py")}
+    for path in _release_files():
+        assert path.name not in instructor_files or path.suffix != ".py", f"{path} is instructor-only code"
+        if path.suffix == ".ipynb":
+            text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+            assert "autograde_tests" not in text, f"{path} mentions autograde_tests (a hidden test leaked)"
+            assert "BEGIN HIDDEN TESTS" not in text and "BEGIN SOLUTION" not in text, path
+
+
+def test_chapter_sources_carry_no_instructor_only_files():
+    """nbgrader copies every file of solutions/<chapter>/ into the release: none may be a check."""
+    for path in (REPO / "solutions").rglob("*"):
+        assert "autograde_tests" not in path.parts and not path.name.startswith(("ch0", "registry")), path
