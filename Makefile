@@ -19,7 +19,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # Which assignment `make grade` works on: `make grade ASSIGNMENT=02_collectives` (default: all).
 ASSIGNMENT ?=
 
-.PHONY: setup lab test test-fast lint release grade grade-demo clean help
+.PHONY: setup lab test test-fast lint release grade grade-demo bench slurm-up slurm-down clean help
 
 help:
 	@echo "make lab        set up (once) and open the course in JupyterLab"
@@ -28,6 +28,9 @@ help:
 	@echo "make release    regenerate notebooks/ from solutions/ with nbgrader"
 	@echo "make grade      autograde submissions under grading/submitted (ASSIGNMENT=name for one)"
 	@echo "make grade-demo grade a generated demo class end to end"
+	@echo "make bench      run the speed benchmarks (simulator, real processes, ring, grading)"
+	@echo "make slurm-up   start a local single-node Slurm (root; Debian's slurm-wlm and munge)"
+	@echo "make slurm-down stop it again"
 	@echo "make clean      remove the virtual environment, caches and grading state"
 
 setup: $(STAMP)
@@ -62,6 +65,15 @@ grade: setup
 
 grade-demo: setup
 	$(BIN)/python -m course_lib.grading.cli demo
+
+bench: setup
+	for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+slurm-up:
+	slurm/local/start.sh
+
+slurm-down:
+	slurm/local/stop.sh
 
 clean:
 	rm -rf $(VENV) grading test-artifacts .pytest_cache .ruff_cache
