@@ -86,6 +86,7 @@ def test_isolated_sources_keep_definitions_and_drop_calls_and_monkeypatches():
     assert "allclose" not in source and "print" not in source and "f(2)" not in source
 
 
+@pytest.mark.slow  # the first call imports torch (its weights-only loader checks the result)
 def test_map_isolated_runs_sources_in_a_child_and_returns_plain_data():
     student = StudentFunction(name="f", sources=("def f(x):\n    return [x, x * 2]",))
     assert map_isolated(student, [(1,), (3,)]) == [[1, 2], [3, 6]]

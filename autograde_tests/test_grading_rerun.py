@@ -1,0 +1,71 @@
+"""An interrupted `make grade` leaves a consistent gradebook, no process behind, and a re-run converges.
+
+The class arrives as zip files (the documented <student>__<assignment>.zip pattern); the first run is
+interrupted right after its first merge, the second grades everyone to the same points a clean run gives.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograde_tests import hostile_class, probe_course
+from course_lib.grading import fixtures, pipeline
+from course_lib.grading.sandbox import SandboxPolicy
+
+pytestmark = pytest.mark.slow
+CLASS = {"full": hostile_class.CASES["full"], "unanswered": {}}
+POINTS = {"full": 3, "unanswered": 0}
+
+
+def _zips(root: Path) -> Path:
+    folder = root / "downloads"
+    folder.mkdir()
+    release = probe_course.release(root)
+    for student, answers in CLASS.items():
+        with zipfile.ZipFile(folder / f"{student}__probe.zip", "w") as bundle:
+            notebook = fixtures.make_submission(release, answers)
+            bundle.writestr("submission/probe.ipynb", nbformat.writes(notebook))
+    return folder
+
+
+def _sandbox_processes(first_uid: int, count: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and first_uid <= entry.stat().st_uid < first_uid + count:
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_interrupted_run_is_rerun_to_the_same_grades(tmp_path, monkeypatch):
+    root = probe_course.build(tmp_path)
+    downloads = _zips(root)
+    policy = SandboxPolicy(uid=62000, gid=62000)
+    run = pipeline.GradingRun(course_root=root, jobs=2, cell_timeout=20, stream=io.StringIO(),
+                              registry="autograde_tests.probe_registry", policy=policy)
+    finish, merged = pipeline._finish, []
+
+    def finish_then_interrupt(*args):
+        merged.append(finish(*args))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "_finish", finish_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.grade(run, ["probe"], zips=downloads)
+    assert len(merged) == 1 and not _sandbox_processes(policy.uid, len(CLASS))
+    assert {p.name for p in (root / "grading" / "submitted").iterdir()} == set(CLASS)
+
+    monkeypatch.setattr(pipeline, "_finish", finish)
+    results = {r.student: r.score for r in pipeline.grade(run, ["probe"])}
+    assert results == POINTS
+    rows = (root / "grading" / "grades.csv").read_text().splitlines()[1:]
+    assert sorted(row.split(",")[1] for row in rows) == sorted(CLASS)
+    assert os.stat(root / "grading").st_mode & 0o077 == 0  # the grading folder is the grader's alone
