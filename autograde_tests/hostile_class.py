@@ -86,7 +86,7 @@ EXPECTED = {
     "memory_hog": (0, 1, False), "print_flood": (2, 1, True), "patch_check": (0, 1, True),
     "patch_allclose": (0, 1, True), "patch_course_lib": (2, 0, True), "patch_distributed": (2, 0, True),
     "snoop": (0, 1, False), "vandal": (0, 1, False), "invalid_json": (0, 0, True), "renamed": (2, 1, True),
-    "missing": (0, 0, True), "wrong_assignment": (0, 0, True), "deleted_test_cell": (0, 1, True),
+    "missing": (0, 0, True), "wrong_assignment": (0, 0, True), "deleted_test_cell": (2, 1, True),
     "edited_test_cell": (0, 1, True),
 }
 
@@ -112,7 +112,7 @@ def write_class(root: Path) -> list[str]:
     (submitted / "missing" / "probe").mkdir(parents=True)
     (submitted / "missing" / "probe" / "notes.txt").write_text("I forgot the notebook")
     _write(submitted / "wrong_assignment" / "probe", "probe.ipynb", probe_course.release(root, "probe_other"))
-    deleted = copy.deepcopy(fixtures.make_submission(release, {"scale": WRONG_SCALE, "ring_pass": RING}))
+    deleted = copy.deepcopy(full)  # right answers: the restored test must run and pass
     deleted.cells = [c for c in deleted.cells
                      if c.metadata.get("nbgrader", {}).get("grade_id") != "test_scale"]
     _write(submitted / "deleted_test_cell" / "probe", "probe.ipynb", deleted)

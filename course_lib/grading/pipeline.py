@@ -43,6 +43,7 @@ class GradingRun:
     registry: str = "autograde_tests.registry"
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     feedback: bool = True
+    recheck: bool = True             # the isolated judge (off only to measure what it costs)
     stream: object = None
 
     @property
@@ -136,7 +137,8 @@ def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, s
         if not path.exists():
             continue
         notebooks[name] = nbformat.read(path, as_version=4)
-        sources = isolated_sources(notebooks[name], release, setup.assignment, registry)
+        sources = (isolated_sources(notebooks[name], release, setup.assignment, registry)
+                   if run.recheck else {})
         judge_dir = Path(tempfile.mkdtemp(prefix=f"judge-{name}-", dir=result.course_dir))
         verdicts[name] = run_judge(CODE_ROOT, run.registry, setup.assignment, sources, policy, judge_dir,
                                    run.judge_timeout)

@@ -69,6 +69,7 @@ def _config_text(setup: AssignmentSetup, course_dir: Path) -> str:
         "CourseDirectory.ignore": [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"],
         "Autograde.autograde_preprocessors": list(AUTOGRADE_PREPROCESSORS),
         "Autograde.create_student": True,
+        "OverwriteCells.add_missing_cells": True,  # a deleted test cell is put back and run
         "SandboxedExecute.timeout": setup.cell_timeout, "SandboxedExecute.interrupt_on_timeout": True,
         "SandboxedExecute.max_output_bytes": setup.max_output_bytes,
         "SandboxedExecute.startup_timeout": 120,
