@@ -10,8 +10,8 @@ import argparse
 import datetime
 import os
 import platform
-import socket
 import statistics
+import tempfile
 import time
 
 import torch
@@ -31,18 +31,19 @@ def empty(rank, world_size):
     return None
 
 
-def _spawned_rank(rank, world_size, port):
+def _spawned_rank(rank, world_size, store_path):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=60))
     empty(rank, world_size)
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def _spawn_empty_ranks() -> None:
+    """The baseline: torch's own spawn of the same work. A fresh file store per run, so no port is
+    picked in advance for another process on this busy machine to take."""
+    with tempfile.TemporaryDirectory(prefix="bench-spawn-") as scratch:
+        mp.spawn(_spawned_rank, args=(RANKS, os.path.join(scratch, "store")), nprocs=RANKS)
 
 
 def median_seconds(action, runs: int) -> float:
@@ -57,8 +58,7 @@ def median_seconds(action, runs: int) -> float:
 def bench_overhead(runs: int, spawn_runs: int) -> None:
     run_ranks(empty, RANKS)  # warm-up: first-use imports
     ours = median_seconds(lambda: run_ranks(empty, RANKS), runs)
-    spawned = median_seconds(lambda: mp.spawn(_spawned_rank, args=(RANKS, _free_port()), nprocs=RANKS),
-                             spawn_runs)
+    spawned = median_seconds(_spawn_empty_ranks, spawn_runs)
     print(f"run_ranks overhead, {RANKS} ranks, empty function (gloo group initialised):")
     print(f"  run_ranks median {ours * 1e3:.0f} ms over {runs} runs (goal < 500 ms: "
           f"{'met' if ours < 0.5 else 'MISSED'})")
