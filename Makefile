@@ -16,8 +16,10 @@ OPEN_BROWSER := $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell 
 # Containers and CI often run as root, which JupyterLab refuses unless told.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-# Which assignment `make grade` works on: `make grade ASSIGNMENT=02_collectives` (default: all).
+# Which assignment `make grade` works on: `make grade ASSIGNMENT=02_collectives` (default: all), and
+# optionally a folder of zip submissions to collect first: `make grade ZIPS=~/downloads/submissions`.
 ASSIGNMENT ?=
+ZIPS ?=
 
 .PHONY: setup lab test test-fast lint release grade grade-demo bench slurm-up slurm-down clean help
 
@@ -61,7 +63,7 @@ release: setup
 	$(BIN)/python tools/release.py
 
 grade: setup
-	$(BIN)/python -m course_lib.grading.cli grade $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),)
+	$(BIN)/python -m course_lib.grading.cli grade $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),) $(if $(ZIPS),--zips $(ZIPS),)
 
 grade-demo: setup
 	$(BIN)/python -m course_lib.grading.cli demo
