@@ -10,8 +10,6 @@ CH01 = "autograde_tests.checks.ch01_mlp:"
 CH02 = "autograde_tests.checks.ch02_ring:"
 
 CHECKS = {
-    ("00_orientation", "test_messages_per_rank"): IsolatedCheck(
-        "autograde_tests.checks.ch00_orientation:check_messages_per_rank_hidden", ("messages_per_rank",)),
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
         CH01 + "check_manual_backward_hidden_seeds", ("manual_backward",)),
     ("01_mlp_by_hand", "test_manual_backward_shapes"): IsolatedCheck(

@@ -28,6 +28,13 @@ def test_every_graded_test_cell_is_rechecked_in_isolation(assignment, grade_id):
         "only from the student's own kernel, which the student's code can tamper with")
 
 
+def test_every_registry_entry_names_a_graded_test_cell():
+    graded = set(_graded_test_cells())
+    stale = sorted(key for key in CHECKS if key not in graded)
+    assert not stale, (f"autograde_tests/registry.py lists {stale}, which are not graded test cells in "
+                       "solutions/: remove those entries, or restore the cells")
+
+
 @pytest.mark.parametrize("key", sorted(CHECKS))
 def test_every_registered_check_exists(key):
     module_name, function_name = CHECKS[key].check.split(":")

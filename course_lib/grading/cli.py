@@ -59,7 +59,7 @@ def _run(course_root: Path, args) -> pipeline.GradingRun:
         settings["cell_timeout"] = args.cell_timeout
     if not running_as_root():
         print("note: not running as root, so student code runs under your own user id and can read the "
-              "course's files (see docs/grading.md, 'Without root')", file=sys.stderr)
+              "course's files (see README.md, 'Without root')", file=sys.stderr)
     return pipeline.GradingRun(course_root=course_root, jobs=args.jobs, **settings)
 
 

@@ -3,7 +3,7 @@
 `SandboxPolicy.enter()` is called in a process that is about to run student code (the grading kernel,
 or a forked child of the isolated judge). As root it hides the course's secrets behind empty tmpfs
 mounts in a private mount namespace, drops to the policy's uid, and sets rlimits; without root only
-the rlimits apply (docs/grading.md lists what that loses).
+the rlimits apply (README.md, "Without root", lists what that loses).
 """
 
 from __future__ import annotations
