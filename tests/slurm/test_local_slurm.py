@@ -15,6 +15,8 @@ from tests.slurm.cluster import REPO, START, strict_mode
 
 SHELL_PATTERNS = ("slurm/*.sbatch", "slurm/*.sh", "slurm/local/*.sh", "tests/slurm/*.sh")
 SHELL_SCRIPTS = sorted(path for pattern in SHELL_PATTERNS for path in REPO.glob(pattern))
+SBATCH_SCRIPTS = sorted(REPO.glob("slurm/*.sbatch"))
+SBATCH_OPTION = re.compile(r"^#SBATCH\s+(--[\w-]+)", re.MULTILINE)
 
 
 def run_start(env: dict, *prefix: str) -> subprocess.CompletedProcess:
@@ -59,7 +61,22 @@ def test_config_describes_this_host(local_slurm):
     assert int(node.group(1)) == os.cpu_count()
     assert 0 < int(node.group(2)) < total_mb
     assert "ProctrackType=proctrack/linuxproc" in config and "TaskPlugin=task/none" in config
+    # Jobs that ask for no memory get this much per CPU; the scripts rely on it (see below).
+    def_mem = re.search(r"^DefMemPerCPU=(\d+)$", config, re.MULTILINE)
+    assert def_mem and 0 < int(def_mem.group(1)) * os.cpu_count() <= int(node.group(2)), config
     assert f"StateSaveLocation={local_slurm.state_dir}/ctld" in config
+
+
+def test_sbatch_scripts_leave_memory_to_the_partition_default():
+    """A fixed request (say 4G per CPU) exceeds what a small host offers, and Slurm then rejects the
+    job at submission; without one, each job gets the partition's DefMemPerCPU, which the site sets
+    for its nodes and the local Slurm sets to the host's memory shared out per CPU."""
+    assert len(SBATCH_SCRIPTS) == 7, SBATCH_SCRIPTS
+    for script in SBATCH_SCRIPTS:
+        options = SBATCH_OPTION.findall(script.read_text())
+        assert "--ntasks-per-node" in options, (script.name, options)
+        memory = [option for option in options if option.startswith("--mem")]
+        assert not memory, f"{script.name} asks for memory ({memory}): leave it to the partition"
 
 
 @pytest.mark.slurm
