@@ -5,10 +5,19 @@ Kinds are ``compute``, ``comm`` and ``idle``; lanes of symmetric ranks may share
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from numbers import Integral
 from typing import NamedTuple
 
 KINDS = ("compute", "comm", "idle")
+
+
+def _finite(x) -> bool:
+    try:
+        return not isinstance(x, bool) and math.isfinite(x)
+    except TypeError:   # a string or None: not a time
+        return False
 
 
 class Event(NamedTuple):
@@ -27,11 +36,20 @@ class Timeline:
 
     Build one with ``Timeline(["rank 0", "rank 1"])`` and ``add(lane, start, end, kind, label)``.
     ``makespan`` is the last end; ``bubble_fraction`` the share of lane-time with no compute.
+    Read ``lanes`` freely but write through ``add``: several lanes may hold the very same list.
     """
 
     def __init__(self, lane_names, lanes=None, title: str = "", lane_groups=None):
         self.lane_names = list(lane_names)
-        self.lanes: list[list[tuple]] = lanes if lanes is not None else [[] for _ in self.lane_names]
+        # ``lanes`` may hold one list several times (ranks of a pipeline stage share their events, which
+        # is what keeps a step of thousands of ranks fast). ``_own[i]`` is the list lane i may append to
+        # in place: only lists this timeline made for lane i alone; any other is copied on first add.
+        if lanes is None:
+            self.lanes: list[list[tuple]] = [[] for _ in self.lane_names]
+            self._own: list = list(self.lanes)
+        else:
+            self.lanes = list(lanes)    # our own outer list: copying a lane must not change the caller's
+            self._own = [None] * len(self.lanes)
         if len(self.lanes) != len(self.lane_names):
             raise ValueError(f"{len(self.lane_names)} lane names but {len(self.lanes)} lanes")
         self.title = title
@@ -41,13 +59,27 @@ class Timeline:
 
     # -- building ------------------------------------------------------------------------------
     def add(self, lane: int, start: float, end: float, kind: str, label: str, meta: dict | None = None):
-        """Append one event; ``end >= start`` and kind in compute/comm/idle."""
+        """Append one event to ``lane`` only (never to lanes sharing its list); ``end >= start``."""
         if kind not in KINDS:
             raise ValueError(f"event kind must be one of {KINDS}, got {kind!r}")
+        if not (_finite(start) and _finite(end)):
+            raise ValueError(f"event {label!r}: start and end must be finite seconds, got {start!r}, {end!r}")
         if end < start:
             raise ValueError(f"event {label!r} ends ({end}) before it starts ({start})")
+        lanes = self.lanes
+        # A negative index would silently pick a lane from the end: refuse it like one past the end.
+        if isinstance(lane, bool) or not isinstance(lane, Integral) or not 0 <= lane < len(lanes):
+            raise ValueError(f"lane must be a lane index in 0..{len(lanes) - 1}, got {lane!r}")
         event = (start, end, kind, label) if meta is None else (start, end, kind, label, meta)
-        self.lanes[lane].append(event)
+        events = lanes[lane]
+        if len(self._own) < len(lanes):     # lanes appended to ``.lanes`` by hand are not ours
+            self._own.extend([None] * (len(lanes) - len(self._own)))
+        if self._own[lane] is not events:
+            # Copy on write: the list may be shared with other ranks (or be the caller's); the copy is
+            # this lane's alone from now on, so later adds append in place.
+            events = list(events)
+            lanes[lane] = self._own[lane] = events
+        events.append(event)
 
     # -- reading -------------------------------------------------------------------------------
     def _unique_lanes(self):

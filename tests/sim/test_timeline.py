@@ -49,3 +49,36 @@ def test_perfetto_trace_has_complete_events_in_microseconds(tmp_path):
     path = t.save_perfetto(tmp_path / "step.json", lanes=[1])
     loaded = json.loads(open(path).read())
     assert [e["pid"] for e in loaded["traceEvents"] if e["ph"] == "X"] == [1]
+
+
+def test_adding_to_a_shared_lane_leaves_the_other_lanes_alone():
+    lane = [(0.0, 2.0, "compute", "F")]
+    t = Timeline(["a", "b", "c"], [lane, lane, [(0.0, 1.0, "compute", "F")]])
+    t.add(0, 2.0, 3.0, "comm", "only on a")
+    assert [e.label for e in t.events(0)] == ["F", "only on a"]
+    assert [e.label for e in t.events(1)] == ["F"]
+    assert lane == [(0.0, 2.0, "compute", "F")], "the caller's list is not changed either"
+    t.add(0, 3.0, 4.0, "idle", "again on a")     # lane 0 owns its copy now: appended in place
+    assert t.num_events == 5 and t.busy_time("compute") == 5.0
+
+
+def test_adding_to_one_rank_of_a_step_leaves_its_stage_mates_alone():
+    from course_lib.sim import TransformerSpec, make_cluster, simulate_training_step
+    model = TransformerSpec(4, 256, 8, 128, 1000)
+    report = simulate_training_step(model, make_cluster(1, 4), dp=2, pp=2, microbatches=2, global_batch=4)
+    t = report.timeline
+    mate = next(r for r in range(1, 4) if report.stage_of_rank[r] == report.stage_of_rank[0])
+    before = list(t.events(mate))
+    t.add(0, t.makespan, t.makespan + 1.0, "compute", "optimizer step")
+    assert list(t.events(mate)) == before
+    assert list(t.events(0))[-1].label == "optimizer step"
+    assert len(t.to_perfetto(lanes="distinct")["traceEvents"]) > 0
+
+
+def test_bad_lane_index_is_a_value_error():
+    t = Timeline(["a", "b"])
+    for lane in (2, -1, 1.0):
+        with pytest.raises(ValueError, match="lane"):
+            t.add(lane, 0, 1, "compute", "x")
+    with pytest.raises(ValueError, match="start"):
+        t.add(0, float("nan"), 1, "compute", "x")
