@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from .checks import amount, whole
+
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "scatter", "gather",
        "all_to_all")
 ALGORITHMS = ("ring", "tree", "recursive_doubling", "parameter_server")
@@ -32,10 +34,20 @@ def _check(op: str, nbytes: float, world_size: int, algorithm: str | None = None
         raise ValueError(f"unknown collective {op!r}; use one of {', '.join(OPS)}")
     if algorithm is not None and algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; use one of {', '.join(ALGORITHMS)}")
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}")
-    if not nbytes >= 0:
-        raise ValueError(f"nbytes must be >= 0, got {nbytes!r}: pass the buffer size in bytes")
+    whole("world_size", world_size)
+    try:
+        ok = not isinstance(nbytes, bool) and 0 <= nbytes < math.inf   # NaN and infinity fail too
+    except TypeError:   # a string or None
+        ok = False
+    if not ok:
+        raise ValueError(f"nbytes must be >= 0 and finite, got {nbytes!r}: pass the buffer size in bytes")
+
+
+def check_link(link) -> None:
+    """Anything with a latency and a bandwidth (a Link); None or a number is named, not an AttributeError."""
+    if not (hasattr(link, "latency") and hasattr(link, "bandwidth") and hasattr(link, "transfer_time")):
+        raise ValueError(f"link must be a Link(latency, bandwidth), for example cluster.preset.inter_node, "
+                         f"got {link!r}")
 
 
 def _ring(op: str, s: float, n: int, a: float, bw: float) -> float:
@@ -86,6 +98,7 @@ def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: st
     parameter_server: every message through one rank, one at a time.
     """
     _check(op, nbytes, world_size, algorithm)
+    check_link(link)
     n = world_size
     if n == 1:
         return 0.0
@@ -100,8 +113,11 @@ def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: st
 def algorithm_bandwidth(op: str, nbytes: float, seconds: float) -> float:
     """algbw = size / time in bytes/s, as nccl-tests prints it."""
     _check(op, nbytes, 1)
-    if not seconds > 0:
-        raise ValueError(f"seconds must be > 0 to compute a bandwidth, got {seconds!r}")
+    try:
+        seconds = amount("seconds", seconds, positive=True)
+    except ValueError:
+        raise ValueError(f"seconds must be > 0 to compute a bandwidth (a finite time), "
+                         f"got {seconds!r}") from None
     return nbytes / seconds
 
 

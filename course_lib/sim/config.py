@@ -5,8 +5,10 @@ Every wrong combination fails here with a ValueError that says what to change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from numbers import Integral
 
+from .checks import amount, one_of, whole
 from .collectives import ALGORITHMS
 from .layout import DEFAULT_PLACEMENT, check_degrees, check_placement, split_layers
 from .memory import RECOMPUTE
@@ -69,35 +71,60 @@ class StepConfig:
         return self.schedule if self.pp > 1 else "1f1b"
 
 
+OPTIONS = tuple(f.name for f in fields(StepConfig) if f.name != "model")
+
+
+def check_model(model) -> None:
+    """A TransformerSpec, an MLPSpec, or anything with their layer count and FLOP formula."""
+    if not (hasattr(model, "layers") and hasattr(model, "training_flops")
+            and (hasattr(model, "hidden") or hasattr(model, "sizes"))):
+        raise ValueError(f"model must be a TransformerSpec or an MLPSpec (for example sim.LLAMA3_8B), "
+                         f"got {type(model).__name__}: {model!r}"[:300])
+
+
 def make_config(model, world_size: int, **options) -> StepConfig:
     """Validate ``options`` for ``model`` on ``world_size`` devices and return the StepConfig."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:   # a typo (virtual_stage=2) must not vanish into **options or surface as a TypeError
+        raise ValueError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                         f"the valid options are {', '.join(OPTIONS)}")
+    check_model(model)
     config = StepConfig(model, **options)
     degrees = config.degrees
     check_degrees(world_size, degrees)
+    if isinstance(config.placement, str):   # tuple("tpcpdppp") would split it into letters
+        raise ValueError(f"placement must be a tuple naming each of tp, cp, dp, pp once (innermost first), "
+                         f"got the string {config.placement!r}")
     check_placement(config.placement)
-    if config.zero_stage not in (0, 1, 2, 3):
+    zero = whole("zero_stage", config.zero_stage, 0)
+    if zero > 3:
         raise ValueError(f"zero_stage must be 0 (plain DDP), 1, 2 or 3 (FSDP), got {config.zero_stage!r}")
-    if config.zero_stage >= 2 and config.pp > 1:
+    if zero >= 2 and config.pp > 1:
         raise ValueError(f"zero_stage={config.zero_stage} with pp={config.pp}: sharded gradients would be "
                          "reduce-scattered every micro-batch of the pipeline (DeepSpeed refuses it too); "
                          "use zero_stage<=1 with pipeline parallel, or pp=1")
-    m = config.microbatches
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise ValueError(f"microbatches must be a whole number >= 1, got {m!r}")
+    m = whole("microbatches", config.microbatches)
     batch = config.batch
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1 or batch % (config.dp * m):
+    if isinstance(batch, bool) or not isinstance(batch, Integral) or batch < 1 or batch % (config.dp * m):
         raise ValueError(f"global_batch={batch!r} sequences must be a positive multiple of dp x microbatches "
                          f"= {config.dp * m}, so every replica gets whole micro-batches")
-    if config.schedule not in KINDS:
-        raise ValueError(f"schedule must be one of {KINDS}, got {config.schedule!r}")
+    one_of("schedule", config.schedule, KINDS)
+    whole("virtual_stages", config.virtual_stages, hint=" (chunks of layers per pipeline stage)")
     if config.virtual_stages != 1 and (config.pp == 1 or config.schedule != "interleaved_1f1b"):
         raise ValueError("virtual_stages > 1 needs pp > 1 and schedule='interleaved_1f1b'")
-    if config.recompute not in RECOMPUTE:
-        raise ValueError(f"recompute must be one of {RECOMPUTE}, got {config.recompute!r}")
-    if config.dp_algorithm not in ALGORITHMS:
-        raise ValueError(f"dp_algorithm must be one of {ALGORITHMS}, got {config.dp_algorithm!r}")
-    if not config.bucket_bytes > 0:
-        raise ValueError(f"bucket_bytes must be > 0, got {config.bucket_bytes!r}")
+    one_of("recompute", config.recompute, RECOMPUTE)
+    one_of("dp_algorithm", config.dp_algorithm, ALGORITHMS)
+    # Infinite buckets are meaningful (one all-reduce after the backward); NaN is not.
+    amount("bucket_bytes", config.bucket_bytes, positive=True, finite=False, unit="bytes")
+    for name in ("param_bytes", "grad_bytes", "optimizer_bytes"):
+        amount(name, getattr(config, name), unit="bytes per parameter")
+    # A string such as "no" is truthy: it would silently mean True.
+    for name in ("overlap", "prefetch"):
+        if not isinstance(getattr(config, name), bool):
+            raise ValueError(f"{name} must be True or False, got {getattr(config, name)!r}")
+    if config.sequence_parallel is not None and not isinstance(config.sequence_parallel, bool):
+        raise ValueError(f"sequence_parallel must be True, False or None (on with tp > 1), "
+                         f"got {config.sequence_parallel!r}")
     model = config.model
     if config.is_transformer:
         if model.heads % config.tp:
@@ -110,4 +137,7 @@ def make_config(model, world_size: int, **options) -> StepConfig:
         raise ValueError(f"{name} is too small to split with tensor or context parallelism in the "
                          "simulator: use tp=1 and cp=1, or a TransformerSpec")
     _ = config.layer_split  # raises when pp * virtual_stages exceeds the layer count
-    return config
+    # numpy integers (from a slider or np.arange) pass the checks; store plain ints from here on.
+    whole_numbers = ("dp", "tp", "pp", "cp", "zero_stage", "microbatches", "virtual_stages")
+    plain = {k: int(getattr(config, k)) for k in whole_numbers}
+    return replace(config, global_batch=None if config.global_batch is None else int(batch), **plain)

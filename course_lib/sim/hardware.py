@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .checks import amount
+
 
 @dataclass(frozen=True)
 class Link:
@@ -17,15 +19,12 @@ class Link:
     bandwidth: float = 100e9    # bytes per second (1 / beta)
 
     def __post_init__(self):
-        if self.latency < 0:
-            raise ValueError(f"Link latency must be >= 0 seconds, got {self.latency}")
-        if self.bandwidth <= 0:
-            raise ValueError(f"Link bandwidth must be > 0 bytes/s, got {self.bandwidth}")
+        amount("Link latency", self.latency, unit="seconds")
+        # Infinite bandwidth is the "what if the network were free" link; NaN would poison every time.
+        amount("Link bandwidth", self.bandwidth, positive=True, finite=False, unit="bytes/s")
 
     def transfer_time(self, nbytes: float) -> float:
-        if nbytes < 0:
-            raise ValueError(f"cannot send a negative number of bytes ({nbytes})")
-        return self.latency + nbytes / self.bandwidth
+        return self.latency + amount("nbytes", nbytes, unit="bytes to send") / self.bandwidth
 
 
 @dataclass(frozen=True)
@@ -41,8 +40,14 @@ class HardwarePreset:
     peak_flops: float | None = None  # data-sheet peak, the denominator of MFU; None: same as flops
 
     def __post_init__(self):
-        if self.flops <= 0 or self.memory_bytes <= 0:
-            raise ValueError(f"preset {self.name!r}: flops and memory_bytes must be positive")
+        amount(f"preset {self.name!r}: flops", self.flops, positive=True, unit="FLOP/s")
+        amount(f"preset {self.name!r}: memory_bytes", self.memory_bytes, positive=True, unit="bytes")
+        for name in ("intra_node", "inter_node"):
+            if not isinstance(getattr(self, name), Link):
+                raise ValueError(f"preset {self.name!r}: {name} must be a Link(latency, bandwidth), "
+                                 f"got {getattr(self, name)!r}")
+        if self.peak_flops is not None:
+            amount(f"preset {self.name!r}: peak_flops", self.peak_flops, positive=True, unit="FLOP/s")
         if self.peak_flops is not None and self.peak_flops < self.flops:
             raise ValueError(f"preset {self.name!r}: peak_flops ({self.peak_flops:g}) is below the "
                              f"sustained flops ({self.flops:g}); peak must be >= sustained")

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import math
 
+from .checks import whole
+
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 DEFAULT_PLACEMENT = ("tp", "cp", "dp", "pp")  # Megatron-LM's order: TP on NVLink, PP across nodes
 
 
 def check_degrees(world_size: int, degrees: dict) -> None:
     for name, value in degrees.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        whole(name, value)
     product = math.prod(degrees.values())
     if product != world_size:
         spelled = " x ".join(f"{k}={v}" for k, v in degrees.items())

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .checks import amount, whole
+
 RECOMPUTE = ("none", "selective", "full")
 GB = 1e9
 
@@ -15,13 +17,14 @@ GB = 1e9
 def zero_memory_breakdown(num_params: float, dp_degree: int, stage: int, param_bytes: float = 2,
                           grad_bytes: float = 2, optimizer_bytes: float = 12) -> dict:
     """Bytes per device of parameters, gradients and optimizer states under ZeRO stage 0-3."""
-    if stage not in (0, 1, 2, 3):
+    # 1.0 or True would pass `in (0, 1, 2, 3)`; a ZeRO stage is a whole number.
+    if isinstance(stage, bool) or not isinstance(stage, int) or stage not in (0, 1, 2, 3):
         raise ValueError(f"ZeRO stage must be 0 (plain DDP), 1, 2 or 3, got {stage!r}")
-    if isinstance(dp_degree, bool) or not isinstance(dp_degree, int) or dp_degree < 1:
-        raise ValueError(f"dp_degree must be a whole number >= 1, got {dp_degree!r}")
-    if num_params < 0 or min(param_bytes, grad_bytes, optimizer_bytes) < 0:
-        raise ValueError("num_params and the bytes per parameter must be >= 0")
-    n = num_params
+    whole("dp_degree", dp_degree)
+    n = amount("num_params", num_params, unit="parameters")
+    param_bytes, grad_bytes, optimizer_bytes = (
+        amount(name, value, unit="bytes per parameter") for name, value in
+        (("param_bytes", param_bytes), ("grad_bytes", grad_bytes), ("optimizer_bytes", optimizer_bytes)))
     return {
         "parameters": n * param_bytes / (dp_degree if stage >= 3 else 1),
         "gradients": n * grad_bytes / (dp_degree if stage >= 2 else 1),
@@ -42,11 +45,14 @@ def activation_memory_per_layer(spec, micro_batch: int, tp: int = 1, sequence_pa
     s b h (34 + 5 a s / h) without parallelism; s b h (10 + 24/t + 5as/(ht)) with tensor parallel;
     s b h / t (34 + 5as/h) adding sequence parallel; selective recompute drops the 5as/h term; full
     recompute keeps only the layer input, 2 s b h (/t with sequence parallel). ``cp`` divides s."""
-    if recompute not in RECOMPUTE:
+    if not isinstance(recompute, str) or recompute not in RECOMPUTE:
         raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
     for name, value in (("micro_batch", micro_batch), ("tp", tp), ("cp", cp)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        whole(name, value)
+    if not isinstance(sequence_parallel, bool):
+        raise ValueError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
+    if not (hasattr(spec, "hidden") or hasattr(spec, "sizes")):
+        raise ValueError(f"spec must be a TransformerSpec or an MLPSpec, got {spec!r}")
     if not hasattr(spec, "hidden"):   # an MLP: keep each layer's 16-bit input and output
         return 2.0 * micro_batch * max(spec.sizes) * 2
     s, b, h, a, t = spec.seq_len / cp, micro_batch, spec.hidden, spec.heads, tp

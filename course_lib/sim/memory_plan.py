@@ -5,6 +5,9 @@ Model states from ZeRO, activations from Korthikanti et al. times the micro-batc
 
 from __future__ import annotations
 
+import math
+
+from .checks import whole
 from .config import make_config
 from .memory import MemoryBreakdown, activation_memory_per_layer, zero_memory_breakdown
 from .pipeline import pipeline_schedule, play_schedule
@@ -71,7 +74,9 @@ def memory_per_device(model, dp: int = 1, tp: int = 1, pp: int = 1, cp: int = 1,
 
     ``preset`` (a name or HardwarePreset) sets the capacity each breakdown is checked against.
     """
-    config = make_config(model, dp * tp * pp * cp, dp=dp, tp=tp, pp=pp, cp=cp, zero_stage=zero_stage,
+    # The degrees multiply into the world size, so check them first (None * 2 would be a TypeError).
+    world = math.prod(whole(name, value) for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("cp", cp)))
+    config = make_config(model, world, dp=dp, tp=tp, pp=pp, cp=cp, zero_stage=zero_stage,
                          microbatches=microbatches, global_batch=global_batch, **options)
     capacity = get_preset(preset).memory_bytes if preset is not None else None
     return plan_memory(config, capacity)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from .checks import amount, whole
 from .timeline import Timeline
 
 KINDS = ("gpipe", "1f1b", "interleaved_1f1b")
@@ -68,8 +69,7 @@ def _normalise(op) -> tuple:
 def _check_counts(stages, microbatches, virtual_stages):
     for name, value in (("stages", stages), ("microbatches", microbatches),
                         ("virtual_stages", virtual_stages)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        whole(name, value)
 
 
 def pipeline_schedule(kind: str, stages: int, microbatches: int, virtual_stages: int = 1) -> Schedule:
@@ -77,7 +77,7 @@ def pipeline_schedule(kind: str, stages: int, microbatches: int, virtual_stages:
     if kind not in KINDS:
         raise ValueError(f"unknown pipeline schedule {kind!r}; use one of {', '.join(KINDS)}")
     _check_counts(stages, microbatches, virtual_stages)
-    p, m, v = stages, microbatches, virtual_stages
+    p, m, v = int(stages), int(microbatches), int(virtual_stages)   # numpy integers become plain ints
     if kind != "interleaved_1f1b" and v != 1:
         raise ValueError(f"virtual_stages={v} needs kind='interleaved_1f1b'; {kind} has one chunk per stage")
     if kind == "interleaved_1f1b":
@@ -165,9 +165,14 @@ def play_schedule(schedule: Schedule, fwd, bwd, t_comm: float = 0.0):
 
 
 def _per_stage(value, stages: int, name: str) -> list:
-    values = [float(value)] * stages if isinstance(value, (int, float)) else [float(x) for x in value]
-    if len(values) != stages or any(not x >= 0 for x in values):
-        raise ValueError(f"{name} must be a time >= 0 or a list of {stages} such times (one per stage)")
+    message = f"{name} must be a finite time >= 0 or a list of {stages} such times (one per stage)"
+    try:   # float("2") would accept a string, so every item goes through the number check
+        items = [value] * stages if not hasattr(value, "__len__") or isinstance(value, str) else list(value)
+        values = [amount(name, x) for x in items]
+    except (TypeError, ValueError):
+        raise ValueError(f"{message}, got {value!r}") from None
+    if len(values) != stages:
+        raise ValueError(f"{message}, got {len(values)} values")
     return values
 
 
@@ -178,9 +183,11 @@ def simulate_pipeline(schedule: Schedule, t_forward, t_backward, t_comm: float =
     The Timeline has ``.makespan``, ``.bubble_fraction`` and ``.peak_activations[stage]`` (micro-batches
     of activations held at once, in whole-stage micro-batches).
     """
+    if not isinstance(schedule, Schedule):
+        raise ValueError(f"schedule must be a Schedule, for example pipeline_schedule('1f1b', 4, 8), "
+                         f"got {schedule!r}")
     p, v = schedule.stages, schedule.virtual_stages
-    if not t_comm >= 0:
-        raise ValueError(f"t_comm must be >= 0 seconds, got {t_comm!r}")
+    amount("t_comm", t_comm, unit="seconds")
     fwd = [[t / v] * v for t in _per_stage(t_forward, p, "t_forward")]
     bwd = [[t / v] * v for t in _per_stage(t_backward, p, "t_backward")]
     placed, peak = play_schedule(schedule, fwd, bwd, t_comm)

@@ -6,7 +6,8 @@ of each event: phase, step, chunk, src, dst, nbytes.
 
 from __future__ import annotations
 
-from .collectives import _check
+from .checks import whole
+from .collectives import _check, check_link
 from .timeline import Timeline
 
 RING_OPS = ("all_reduce", "reduce_scatter", "all_gather")
@@ -39,6 +40,7 @@ def ring_timeline(op: str, world_size: int, nbytes: float, link) -> Timeline:
     rounds rank r owns the sum of chunk r; all-gather round k, rank r forwards chunk (r - k) mod n.
     """
     _check(op, nbytes, world_size, "ring")
+    check_link(link)
     if op not in RING_OPS:
         raise ValueError(f"ring_timeline draws {', '.join(RING_OPS)}; for {op!r} use collective_time")
     n = world_size
@@ -58,6 +60,8 @@ def ring_timeline(op: str, world_size: int, nbytes: float, link) -> Timeline:
 def parameter_server_timeline(op: str, world_size: int, nbytes: float, link, server: int = 0) -> Timeline:
     """Every message through one server rank: workers send to it one at a time, then it sends back."""
     _check(op, nbytes, world_size, "parameter_server")
+    check_link(link)
+    server = whole("server", server, 0)
     if op not in SERVER_OPS:
         raise ValueError(f"parameter_server_timeline draws {', '.join(SERVER_OPS)}")
     if not 0 <= server < world_size:
@@ -86,6 +90,8 @@ TREE_OPS = ("all_reduce", "reduce", "broadcast")
 def tree_timeline(op: str, world_size: int, nbytes: float, link, root: int = 0) -> Timeline:
     """A binomial tree: ceil(log2 n) levels of whole messages (reduce up to ``root``, broadcast down)."""
     _check(op, nbytes, world_size, "tree")
+    check_link(link)
+    root = whole("root", root, 0)
     if op not in TREE_OPS:
         raise ValueError(f"tree_timeline draws {', '.join(TREE_OPS)}")
     if not 0 <= root < world_size:

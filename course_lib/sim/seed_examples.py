@@ -5,6 +5,7 @@ Our reconstruction of the seed's loops: 16 items of 20 compute units; a gradient
 
 from __future__ import annotations
 
+from .checks import amount, whole
 from .seed_gpu import simulated_gpus
 
 ITEMS = 16
@@ -14,6 +15,8 @@ GRADIENT_UNITS = 100
 
 def seed_0d(items: int = ITEMS, units_per_item: float = UNITS_PER_ITEM):
     """One GPU processes every item in turn. Returns (simulated seconds, timeline); 16 x 20 -> 32.0 s."""
+    items = whole("items", items, hint=" (how many items the device processes)")
+    amount("units_per_item", units_per_item, unit="compute units")
     (gpu,) = simulated_gpus(1)
     for item in range(items):
         gpu.compute(f"item {item}", units_per_item)
@@ -30,6 +33,10 @@ def seed_1d(world_size: int = 4, items: int = ITEMS, units_per_item: float = UNI
     """
     if ring not in ("seed", "correct"):
         raise ValueError(f"ring must be 'seed' or 'correct', got {ring!r}")
+    world_size = whole("world_size", world_size, hint=" (how many simulated GPUs)")
+    items = whole("items", items, hint=" (how many items the ranks share)")
+    amount("units_per_item", units_per_item, unit="compute units")
+    amount("gradient_units", gradient_units, unit="data units")
     if items % world_size:
         raise ValueError(f"{items} items do not split evenly over {world_size} ranks; "
                          "choose a world_size that divides the item count")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
+from .checks import amount, whole
 from .timeline import Timeline
 
 # The seed's constants (its gpu.py): seconds per unit of compute, per message, per unit of data.
@@ -42,8 +43,8 @@ class SimulatedGPU:
         for name, value in (("seconds_per_compute_unit", seconds_per_compute_unit),
                             ("network_base_latency_seconds", network_base_latency_seconds),
                             ("seconds_per_data_unit", seconds_per_data_unit)):
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
+            amount(name, value, unit="seconds")
+        rank = whole("rank", rank, 0)
         self.rank = rank
         self.global_rank = rank
         self.network = network if network is not None else SimulatedNetwork()
@@ -60,14 +61,13 @@ class SimulatedGPU:
 
     def compute(self, description: str, compute_units: float) -> float:
         """Work for compute_units x SECONDS_PER_COMPUTE_UNIT seconds; returns the seconds spent."""
-        if compute_units < 0:
-            raise ValueError(f"compute_units must be >= 0, got {compute_units}")
+        compute_units = amount("compute_units", compute_units)
         return self._advance(compute_units * self.seconds_per_compute_unit, "compute", description)
 
     def send(self, target_rank: int, description: str, data_size_units: float) -> float:
         """Send: latency + units x SECONDS_PER_DATA_UNIT; the message arrives when the send ends."""
-        if data_size_units < 0:
-            raise ValueError(f"data_size_units must be >= 0, got {data_size_units}")
+        data_size_units = amount("data_size_units", data_size_units)
+        target_rank = whole("target_rank", target_rank, 0)
         if target_rank == self.rank:
             raise ValueError(f"rank {self.rank} cannot send to itself; pick another target_rank")
         seconds = self.network_base_latency_seconds + data_size_units * self.seconds_per_data_unit
@@ -77,6 +77,10 @@ class SimulatedGPU:
 
     def receive(self, source_rank: int, description: str, data_size_units: float) -> float:
         """Wait (idle) until the matching message has arrived, then pay the receive latency."""
+        data_size_units = amount("data_size_units", data_size_units)
+        source_rank = whole("source_rank", source_rank, 0)
+        if source_rank == self.rank:
+            raise ValueError(f"rank {self.rank} cannot receive from itself; pick another source_rank")
         box = self.network.mailboxes[(source_rank, self.rank)]
         if not box:
             raise RuntimeError(
@@ -96,7 +100,6 @@ class SimulatedGPU:
 
 def simulated_gpus(world_size: int, **constants) -> list[SimulatedGPU]:
     """``world_size`` SimulatedGPUs sharing one network (constants as keyword arguments)."""
-    if world_size < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    world_size = whole("world_size", world_size, hint=" (how many simulated GPUs)")
     network = SimulatedNetwork()
     return [SimulatedGPU(r, network, **constants) for r in range(world_size)]

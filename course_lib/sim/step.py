@@ -28,8 +28,15 @@ def simulate_training_step(model, cluster, dp: int = 1, tp: int = 1, pp: int = 1
     bucket_bytes, prefetch (FSDP), param_bytes / grad_bytes / optimizer_bytes.
     Raises OutOfMemoryError (a ValueError) saying by how much when a device would not fit.
     """
+    if not (hasattr(cluster, "world_size") and hasattr(cluster, "preset")):
+        raise ValueError("cluster must be a Cluster, for example sim.make_cluster(nodes=1, gpus_per_node=8), "
+                         f"got {type(cluster).__name__}: {cluster!r}"[:300])
+    if not isinstance(check_memory, bool):
+        raise ValueError(f"check_memory must be True or False, got {check_memory!r}")
     config = make_config(model, cluster.world_size, dp=dp, tp=tp, pp=pp, cp=cp, zero_stage=zero_stage,
                          microbatches=microbatches, global_batch=global_batch, **options)
+    dp, tp, pp, cp, zero_stage, microbatches = (config.dp, config.tp, config.pp, config.cp, config.zero_stage,
+                                                 config.microbatches)   # as validated: plain ints
     memory = plan_memory(config, cluster.preset.memory_bytes)
     worst = max(range(pp), key=lambda s: memory[s].total)
     if check_memory and not memory[worst].fits:

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from .checks import whole
+
 STRATEGIES = {
     "single_device": ("one device does everything", {}),
     "parameter_server": ("data parallel; gradients summed through one rank after the backward",
@@ -32,10 +34,9 @@ STRATEGIES = {
 
 def strategy(name: str, world_size: int) -> dict:
     """simulate_training_step keyword arguments of strategy ``name`` on ``world_size`` devices."""
-    if name not in STRATEGIES:
+    if not isinstance(name, str) or name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; use one of {', '.join(STRATEGIES)}")
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}")
+    world_size = whole("world_size", world_size)
     if name == "single_device" and world_size != 1:
         raise ValueError("single_device runs on world_size=1; pick another strategy for more devices")
     sizes = {"N": world_size, "4N": 4 * world_size}

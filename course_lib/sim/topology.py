@@ -8,15 +8,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .checks import whole
 from .collectives import collective_time
 from .hardware import HardwarePreset, Link
 from .presets import get_preset
 
 
 def _positive_int(name: str, value, hint: str = "") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive whole number, got {value!r}{hint}")
-    return value
+    try:
+        return whole(name, value, 1, hint)
+    except ValueError:
+        raise ValueError(f"{name} must be a positive whole number, got {value!r}{hint}") from None
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,9 @@ class Cluster:
     def __post_init__(self):
         _positive_int("nodes", self.nodes)
         _positive_int("gpus_per_node", self.gpus_per_node)
+        if not isinstance(self.preset, HardwarePreset):
+            raise ValueError(f"preset must be a HardwarePreset, got {self.preset!r}; "
+                             "make_cluster(nodes, gpus_per_node, 'h100') also takes a preset's name")
 
     @property
     def world_size(self) -> int:
@@ -72,8 +77,8 @@ def make_cluster(nodes: int = 1, gpus_per_node: int = 8, preset: str | HardwareP
 
     ``intra_node`` / ``inter_node`` override the preset's links, e.g. ``inter_node=Link(10e-6, 12.5e9)``.
     """
-    _positive_int("nodes", nodes)
-    _positive_int("gpus_per_node", gpus_per_node)
+    nodes = _positive_int("nodes", nodes)
+    gpus_per_node = _positive_int("gpus_per_node", gpus_per_node)
     cluster = Cluster(nodes, gpus_per_node, get_preset(preset))
     if intra_node is not None or inter_node is not None:
         cluster = cluster.with_links(intra_node, inter_node)

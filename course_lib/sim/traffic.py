@@ -5,6 +5,7 @@ A ring collective over n ranks of an S-byte buffer sends (n-1)/n S per rank (all
 
 from __future__ import annotations
 
+from .checks import whole
 from .memory import zero_memory_breakdown
 
 
@@ -17,9 +18,8 @@ def zero_traffic_per_device(num_params: float, dp_degree: int, stage: int, micro
     stage 3 also all-gathers the parameters before every forward and backward (Rajbhandari et al. 2020,
     section 7: 2x the parameters for stages 0-2 and 3x for stage 3 with one micro-batch).
     """
-    zero_memory_breakdown(num_params, dp_degree, stage)      # validates the arguments
-    if isinstance(microbatches, bool) or not isinstance(microbatches, int) or microbatches < 1:
-        raise ValueError(f"microbatches must be a whole number >= 1, got {microbatches!r}")
+    zero_memory_breakdown(num_params, dp_degree, stage, param_bytes, grad_bytes)   # validates the arguments
+    whole("microbatches", microbatches)
     share = (dp_degree - 1) / dp_degree
     grads, params, m = num_params * grad_bytes * share, num_params * param_bytes * share, microbatches
     if stage == 0:

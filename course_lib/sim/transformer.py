@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .checks import amount, whole
+
 
 @dataclass(frozen=True)
 class TransformerSpec:
@@ -30,15 +32,25 @@ class TransformerSpec:
 
     def __post_init__(self):
         for field in ("layers", "hidden", "heads", "seq_len", "vocab_size"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"TransformerSpec.{field} must be a positive whole number, got {value!r}")
+            whole(f"TransformerSpec.{field}", getattr(self, field))
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
-        if self.heads % self.num_kv_heads:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
-        if self.ffn_hidden is not None and self.ffn_hidden < 1:
-            raise ValueError(f"ffn_hidden must be positive, got {self.ffn_hidden}")
+        if self.kv_heads is not None:
+            # Grouped-query attention: each of kv_heads key/value heads serves heads/kv_heads query heads.
+            whole("TransformerSpec.kv_heads", self.kv_heads,
+                  hint=" (None for one per attention head, as in GPT; 8 in Llama 3)")
+            if self.heads % self.kv_heads:
+                divisors = [d for d in range(1, self.heads + 1) if self.heads % d == 0]
+                raise ValueError(f"TransformerSpec.kv_heads ({self.kv_heads}) must divide heads "
+                                 f"({self.heads}): pick one of {divisors}")
+        if self.ffn_hidden is not None:
+            whole("TransformerSpec.ffn_hidden", self.ffn_hidden, hint=" (None for 4 x hidden)")
+        for field in ("gated_mlp", "bias", "tied_embeddings", "learned_positions"):
+            value = getattr(self, field)
+            if not isinstance(value, bool):
+                raise ValueError(f"TransformerSpec.{field} must be True or False, got {value!r}")
+        if not isinstance(self.name, str):
+            raise ValueError(f"TransformerSpec.name must be a string, got {self.name!r}")
 
     @property
     def ffn(self) -> int:
@@ -103,9 +115,7 @@ class TransformerSpec:
     def training_flops(self, tokens: float) -> float:
         """Model FLOPs of forward + backward (backward = 2x forward), no recomputation: for GPT
         72 B s l h^2 (1 + s/(6h) + V/(12 l h)): eq. (3) of Narayanan et al. 2021 minus its recompute pass."""
-        if tokens < 0:
-            raise ValueError(f"tokens must be >= 0, got {tokens}")
-        return 3 * self.forward_flops(tokens)
+        return 3 * self.forward_flops(amount("tokens", tokens))
 
 
 @dataclass(frozen=True)
@@ -117,8 +127,11 @@ class MLPSpec:
     seq_len: int = 1
 
     def __post_init__(self):
-        if len(self.sizes) < 2 or any(not isinstance(s, int) or s < 1 for s in self.sizes):
-            raise ValueError(f"MLPSpec.sizes must be two or more positive widths, got {self.sizes!r}")
+        sizes = self.sizes
+        if (not isinstance(sizes, (tuple, list)) or len(sizes) < 2
+                or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes)):
+            raise ValueError(f"MLPSpec.sizes must be two or more positive widths, got {sizes!r}")
+        whole("MLPSpec.seq_len", self.seq_len)
 
     @property
     def layers(self) -> int:
@@ -133,6 +146,7 @@ class MLPSpec:
 
     def training_flops(self, tokens: float) -> float:
         """6 FLOPs per weight per sample: 2 forward, 4 backward (input and weight gradients)."""
+        tokens = amount("tokens", tokens)
         weights = sum(self.sizes[i] * self.sizes[i + 1] for i in range(self.layers))
         return 6 * weights * tokens
 
