@@ -99,10 +99,9 @@ def make_config(model, world_size: int, **options) -> StepConfig:
     zero = whole("zero_stage", config.zero_stage, 0)
     if zero > 3:
         raise ValueError(f"zero_stage must be 0 (plain DDP), 1, 2 or 3 (FSDP), got {config.zero_stage!r}")
-    if zero >= 2 and config.pp > 1:
-        raise ValueError(f"zero_stage={config.zero_stage} with pp={config.pp}: sharded gradients would be "
-                         "reduce-scattered every micro-batch of the pipeline (DeepSpeed refuses it too); "
-                         "use zero_stage<=1 with pipeline parallel, or pp=1")
+    # ZeRO-2/3 with pp > 1 is allowed (FSDP + PP in torchtitan; DeepSpeed's engine refuses it): each
+    # stage shards its own layers over its dp x cp group, and the price shows up in the timeline, where
+    # sharded gradients are reduce-scattered after every micro-batch's backward instead of once a step.
     m = whole("microbatches", config.microbatches)
     batch = config.batch
     if isinstance(batch, bool) or not isinstance(batch, Integral) or batch < 1 or batch % (config.dp * m):

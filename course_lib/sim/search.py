@@ -44,8 +44,6 @@ def search_layouts(model, cluster, global_batch: int, zero_stages=(1,), cps=(1,)
                 if pp > model.layers or global_batch % dp or global_batch // dp < pp:
                     continue
                 for zero in zero_stages:
-                    if zero >= 2 and pp > 1:
-                        continue
                     m = global_batch // dp
                     layout = dict(dp=dp, tp=tp, pp=pp, cp=cp, zero_stage=zero, microbatches=m)
                     try:

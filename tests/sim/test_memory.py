@@ -66,3 +66,16 @@ def test_capacity_is_checked():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_zero_2_and_3_shard_each_stage_over_its_data_parallel_group():
+    # FSDP / ZeRO-3 with pipeline parallel (torchtitan, DeepSpeed): each stage's own parameters are
+    # sharded over the dp ranks that hold that stage, gradients too from ZeRO-2.
+    plans = {z: memory_per_device(LLAMA3_8B, dp=8, pp=4, microbatches=8, zero_stage=z) for z in range(4)}
+    for s in range(4):
+        full = plans[0][s]
+        assert plans[1][s].optimizer_states == pytest.approx(full.optimizer_states / 8)
+        assert plans[2][s].gradients == pytest.approx(full.gradients / 8)
+        assert plans[2][s].parameters == pytest.approx(full.parameters)
+        assert plans[3][s].parameters == pytest.approx(full.parameters / 8)
+        assert plans[0][s].total > plans[1][s].total > plans[2][s].total > plans[3][s].total

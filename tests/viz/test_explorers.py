@@ -36,3 +36,14 @@ def test_layout_explorer_shows_a_step_and_refuses_non_dividing_layouts():
     w.controls["nodes"].value = 1
     w.controls["cp"].value = 4
     assert "does not divide" in w.summary.value or "multiply" in w.summary.value
+
+
+def test_zero_memory_explorer_covers_zero_3_with_pipeline_parallel():
+    w = viz.zero_memory_explorer()
+    w.controls["pp"].value = 4
+    w.controls["ZeRO stage"].value = 1
+    zero1 = w.summary.value
+    w.controls["ZeRO stage"].value = 3
+    assert "worst stage" in w.summary.value and w.last_figure is not None
+    gigabytes = [float(text.split("worst stage ")[1].split(" GB")[0]) for text in (zero1, w.summary.value)]
+    assert gigabytes[1] < gigabytes[0]
