@@ -3,18 +3,22 @@
 # rendezvous on the job's first node, and launches one torchrun per node with `course_launch`.
 #
 # Settings (environment variables; sbatch passes the submitting shell's environment to the job):
-#   COURSE_DIR             the course checkout (default: found by the sbatch script)
+#   COURSE_DIR             the course checkout (default: found by the sbatch script); not settable
+#                          in site.sh, which is read from $COURSE_DIR/slurm/site.sh
 #   COURSE_PYTHON          the Python to use (default: $COURSE_DIR/.venv, else the conda env
 #                          named in environment.yml, else an error)
 #   COURSE_CONDA_ENV       conda env name or path (default: `name:` from environment.yml)
 #   COURSE_MODULES         modules to `module load` first, e.g. "cuda/12.4 miniforge"
+#   COURSE_MODULE_INIT     the script that defines `module` in a batch shell (default: the usual
+#                          Lmod and Environment Modules locations, see slurm/modules.sh)
 #   COURSE_BACKEND         nccl or gloo (default: nccl when the job has GPUs, gloo otherwise)
 #   COURSE_PROCS_PER_NODE  ranks per node (default: GPUs per node, else --ntasks-per-node)
 #   COURSE_MASTER_PORT     rendezvous port on the first node (default: 29500 + job id % 10000)
 #   COURSE_RUN_DIR         per-job output folder (default: <submit dir>/runs/<job name>-<job id>)
 #   COURSE_NCCL_DEBUG      NCCL_DEBUG level for this job (default: NCCL_DEBUG is unset, i.e. quiet)
 #   COURSE_REQUIRE_ACCOUNT 1: fail at once when the job was submitted without an account
-# A site can set any of them once for everybody in slurm/site.sh (see slurm/site.example.sh).
+# A site can set any of them but COURSE_DIR once for everybody in slurm/site.sh (see
+# slurm/site.example.sh); it is sourced before any of them is read.
 
 course_die() {
     echo "error: $*" >&2
@@ -25,6 +29,19 @@ course_die() {
     course_die "this script runs inside a Slurm job: submit it with sbatch (e.g. sbatch slurm/ddp.sbatch)"
 COURSE_DIR="$(cd "${COURSE_DIR:?COURSE_DIR must be set before sourcing course_env.sh}" && pwd)"
 export COURSE_DIR
+
+# Site settings come first, so that every COURSE_* setting below (COURSE_RUN_DIR included) can come
+# from there. COURSE_DIR cannot: it is how site.sh is found.
+if [[ -f "$COURSE_DIR/slurm/site.sh" ]]; then
+    COURSE_DIR_FOUND="$COURSE_DIR"
+    # shellcheck source=/dev/null
+    source "$COURSE_DIR/slurm/site.sh"
+    [[ -n "${COURSE_DIR:-}" && "$(cd "$COURSE_DIR" 2>/dev/null && pwd)" == "$COURSE_DIR_FOUND" ]] ||
+        course_die "slurm/site.sh may not change COURSE_DIR ($COURSE_DIR_FOUND -> ${COURSE_DIR:-}):" \
+            "site.sh is read from the checkout COURSE_DIR names. Export COURSE_DIR before sbatch," \
+            "or submit from inside the checkout"
+    unset COURSE_DIR_FOUND
+fi
 
 # Everything the job prints also lands in its own folder (job.log), next to a record of its setup.
 COURSE_RUNS="${SLURM_SUBMIT_DIR:-$PWD}/runs"
@@ -47,26 +64,15 @@ course_flush_log() {
 }
 trap course_flush_log EXIT
 
-if [[ -f "$COURSE_DIR/slurm/site.sh" ]]; then
-    # shellcheck source=/dev/null
-    source "$COURSE_DIR/slurm/site.sh"
-fi
-
 if [[ "${COURSE_REQUIRE_ACCOUNT:-0}" == 1 && -z "${SLURM_JOB_ACCOUNT:-}" ]]; then
     course_die "this site charges every job to an account, and this job has none. Submit with" \
         "sbatch --account=<your account> ..., or export SBATCH_ACCOUNT=<your account> first" \
         "(list yours with: sacctmgr show associations user=\$USER format=account)"
 fi
 
-if [[ -n "${COURSE_MODULES:-}" ]]; then
-    if ! type module >/dev/null 2>&1 && [[ -f /etc/profile.d/lmod.sh ]]; then
-        # shellcheck source=/dev/null
-        source /etc/profile.d/lmod.sh
-    fi
-    type module >/dev/null 2>&1 || course_die "COURSE_MODULES is set but this node has no 'module' command"
-    # shellcheck disable=SC2086  # a list of module names
-    module load $COURSE_MODULES || course_die "module load $COURSE_MODULES failed"
-fi
+# shellcheck source=slurm/modules.sh
+source "$COURSE_DIR/slurm/modules.sh"
+course_load_modules "${COURSE_MODULES:-}" || exit 1
 
 # Activates the conda env named in environment.yml (or COURSE_CONDA_ENV) in this shell.
 course_activate_conda() {

@@ -1,5 +1,9 @@
 # shellcheck shell=bash
-# Site settings for the course's Slurm jobs: copy to slurm/site.sh and edit; every job sources it.
+# Site settings for the course's Slurm jobs: copy to slurm/site.sh and edit; every job sources it
+# first thing, before any COURSE_* setting is read, so any of them can be set here except one:
+# COURSE_DIR. This file is found as $COURSE_DIR/slurm/site.sh, so COURSE_DIR is already fixed when
+# it is read (a job whose site.sh changes it stops with an error). Students give COURSE_DIR
+# themselves: submit from inside the checkout, or export COURSE_DIR=/path/to/checkout before sbatch.
 # Settings given on the sbatch command line or exported before sbatch still win where noted.
 
 # Modules that provide conda/CUDA on the compute nodes, loaded before the Python env is looked up.
@@ -8,6 +12,14 @@
 # Which Python: a shared conda env (by name or path) or an explicit interpreter.
 # COURSE_CONDA_ENV="${COURSE_CONDA_ENV:-/shared/envs/distributed-course}"
 # COURSE_PYTHON="${COURSE_PYTHON:-/shared/envs/distributed-course/bin/python}"
+
+# Job output folders on scratch instead of <submit folder>/runs/ (SLURM_JOB_NAME and SLURM_JOB_ID
+# are set when this file is read).
+# COURSE_RUN_DIR="${COURSE_RUN_DIR:-/scratch/$USER/course-runs/$SLURM_JOB_NAME-$SLURM_JOB_ID}"
+
+# Where `module` comes from when the nodes' batch shells lack it and it is not in a usual place
+# (slurm/modules.sh tries Lmod's and Environment Modules' standard init scripts).
+# COURSE_MODULE_INIT=/opt/lmod/lmod/init/bash
 
 # Fail at once, with instructions, when a job was submitted without --account.
 # COURSE_REQUIRE_ACCOUNT=1
