@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.cookiejar
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -19,7 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.slurm.cluster import REPO, strict_mode
+from conftest import skip_or_fail
+from tests.slurm.cluster import REPO
 
 APP = REPO / "slurm" / "ood"
 RENDERER = Path(__file__).with_name("ood_render.rb")
@@ -36,10 +38,7 @@ def form_values(working_dir: Path, num_gpus: int) -> dict:
 
 def render(values: dict, out_dir: Path) -> Path:
     if shutil.which("ruby") is None:
-        message = "missing system dependency: ruby not found; install with: apt-get install ruby"
-        if strict_mode():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        skip_or_fail("ruby not found; install with: apt-get install ruby")
     values_file = out_dir / "values.json"
     out_dir.mkdir(parents=True, exist_ok=True)
     values_file.write_text(json.dumps(values))
@@ -71,10 +70,58 @@ def test_templates_render_to_valid_submission_and_scripts(tmp_path):
     for name in ("before.sh", "script.sh", "after.sh"):
         syntax = subprocess.run(["bash", "-n", str(cpu / "template" / name)], capture_output=True, text=True)
         assert syntax.returncode == 0, f"{name}: {syntax.stderr}"
-    if shutil.which("shellcheck"):
-        lint = subprocess.run(["shellcheck", "--shell=bash", *map(str, (cpu / "template").glob("*.sh"))],
-                              capture_output=True, text=True, timeout=60)
-        assert lint.returncode == 0, lint.stdout
+    if shutil.which("shellcheck") is None:
+        skip_or_fail("shellcheck not found; install with: apt-get install shellcheck")
+    lint = subprocess.run(["shellcheck", "--shell=bash", *map(str, (cpu / "template").glob("*.sh"))],
+                          capture_output=True, text=True, timeout=60)
+    assert lint.returncode == 0, lint.stdout
+
+
+@pytest.mark.slurm
+def test_script_defines_module_and_loads_the_modules_in_a_batch_shell(tmp_path):
+    """A batch shell reads no profile, so script.sh must set up `module` itself (slurm/modules.sh)."""
+    values = dict(form_values(tmp_path / "no such folder", num_gpus=0), modules="fake/1.0 other/2")
+    staged = render(values, tmp_path / "session") / "template"
+    log, init = tmp_path / "modules.log", tmp_path / "lmod-init.sh"
+    init.write_text(f'module() {{ echo "module $*" >>{log}; }}\n')
+    # A clean environment as a batch job has: no `module` function inherited, no profile read.
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COURSE_MODULE_INIT": str(init),
+           "COURSE_SESSION_DIR": str(tmp_path / "jupyter"), "host": "localhost", "port": "1", "password": "x"}
+    result = subprocess.run(["bash", str(staged / "script.sh")], capture_output=True, text=True, timeout=60,
+                            env=env, cwd=tmp_path)
+    assert log.read_text() == "module load fake/1.0 other/2\n", result.stderr
+    # It went on past the modules and the environment, and stopped at the (missing) working directory.
+    assert result.returncode == 1 and "no such folder' does not exist" in result.stderr, result.stderr
+
+
+# script.sh stand-ins: one that never opens its port, one that dies at once.
+NEVER_LISTENS = '#!/usr/bin/env bash\necho "$$" >lab.pid\nexec sleep 120\n'
+DIES = '#!/usr/bin/env bash\necho "jupyter: something broke" >&2\nexit 5\n'
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("stand_in, message", [(NEVER_LISTENS, "did not listen on"),
+                                               (DIES, "stopped before it opened port")],
+                         ids=["never-listens", "dies"])
+def test_session_fails_when_jupyterlab_does_not_listen(tmp_path, stand_in, message):
+    """after.sh ends the session (clean_up 1) instead of writing connection.yml for a dead server."""
+    staged = render(form_values(tmp_path, num_gpus=0), tmp_path / "session") / "template"
+    (staged / "script.sh").write_text(stand_in)
+    env = dict(os.environ, COURSE_LAB_START_TIMEOUT_S="3")
+    started = time.monotonic()
+    result = subprocess.run(["bash", str(JOB_WRAPPER), str(staged)], capture_output=True, text=True,
+                            timeout=60, env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert message in result.stderr, result.stderr
+    assert not (staged / "connection.yml").exists(), "OnDemand would offer Connect to a dead session"
+    assert time.monotonic() - started < 30
+    if (staged / "lab.pid").exists():
+        pid = int((staged / "lab.pid").read_text())
+        for _ in range(50):
+            if not Path(f"/proc/{pid}").exists():
+                break
+            time.sleep(0.1)
+        assert not Path(f"/proc/{pid}").exists(), "clean_up must stop script.sh"
 
 
 def open_url(opener, url: str, data: dict | None = None) -> tuple[int, str, bytes]:
