@@ -7,6 +7,7 @@ so a CI machine that silently lost a package cannot pass.
 
 import os
 import shutil
+from typing import NoReturn
 
 import pytest
 
@@ -22,8 +23,9 @@ def strict_mode() -> bool:
     return os.environ.get("COURSE_STRICT") == "1"
 
 
-def skip_or_fail(reason: str) -> None:
-    """Skip for a student's laptop; fail under COURSE_STRICT=1 (CI)."""
+def skip_or_fail(reason: str) -> NoReturn:
+    """Skip for a student's laptop; fail under COURSE_STRICT=1 (CI). Every skip for a missing
+    prerequisite goes through here (tests import it: ``from conftest import skip_or_fail``)."""
     message = f"{MISSING_PREFIX}: {reason}"
     if strict_mode():
         pytest.fail(message + " (COURSE_STRICT=1 turns this skip into a failure)", pytrace=False)

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import skip_or_fail
 from tests.support.jupyter_server import running_jupyterlab
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 CHAPTER = "00_orientation"
-CHROMIUM = "/usr/bin/chromium"
+# The command conftest.py requires for the `browser` marker, wherever PATH finds it.
+CHROMIUM = "chromium"
 # Flags a root, sandboxed, offline CI box needs; without the networking ones Chromium keeps trying
 # to reach Google's services through a closed network.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -31,9 +33,10 @@ KERNEL_IDLE_JS = """() => {
 
 
 def launch_chromium(playwright):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"missing system dependency: {CHROMIUM}; install with apt-get install chromium")
-    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    executable = shutil.which(CHROMIUM)
+    if executable is None:
+        skip_or_fail(f"{CHROMIUM} not found; install with: apt-get install chromium chromium-driver")
+    return playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
 
 
 def wait_for_idle_kernel(page, seconds: float = 90) -> None:

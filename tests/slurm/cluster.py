@@ -22,10 +22,6 @@ FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT
 SUMMARY_LINE = re.compile(r"^(?:\[[^\]]*\]:)?SUMMARY (\{.*\})\s*$", re.MULTILINE)
 
 
-def strict_mode() -> bool:
-    return os.environ.get("COURSE_STRICT") == "1"
-
-
 @dataclass
 class JobResult:
     job_id: str

@@ -11,17 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.cluster import LocalSlurm, missing_requirements, strict_mode
+from conftest import skip_or_fail
+from tests.slurm.cluster import LocalSlurm, missing_requirements
 
 
 @pytest.fixture(scope="session")
 def local_slurm():
     reason = missing_requirements()
     if reason:
-        message = f"missing system dependency: {reason}"
-        if strict_mode():
-            pytest.fail(message + " (COURSE_STRICT=1 turns this skip into a failure)", pytrace=False)
-        pytest.skip(message)
+        skip_or_fail(reason)
     # The same folder start.sh uses by default, so a cluster a student already runs is found and reused.
     default_dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), "course-slurm")
     state_dir = os.environ.get("COURSE_SLURM_DIR") or default_dir

@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from tests.slurm.cluster import REPO, START, strict_mode
+from conftest import skip_or_fail
+from tests.slurm.cluster import REPO, START
 
 SHELL_PATTERNS = ("slurm/*.sbatch", "slurm/*.sh", "slurm/local/*.sh", "tests/slurm/*.sh")
 SHELL_SCRIPTS = sorted(path for pattern in SHELL_PATTERNS for path in REPO.glob(pattern))
@@ -28,7 +29,8 @@ def test_start_refuses_without_root(tmp_path):
     # As root, drop to nobody for this one command; otherwise we already are not root.
     prefix = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups") if os.geteuid() == 0 else ()
     if prefix and shutil.which("setpriv") is None:
-        pytest.skip("setpriv (util-linux) is needed to try start.sh as a non-root user")
+        skip_or_fail("setpriv not found (needed to try start.sh as a non-root user); install with: "
+                     "apt-get install util-linux")
     result = run_start(env, *prefix)
     assert result.returncode != 0
     assert "must run as root" in result.stderr and "sudo" in result.stderr, result.stderr
@@ -37,7 +39,8 @@ def test_start_refuses_without_root(tmp_path):
 
 def test_start_refuses_when_packages_are_missing(tmp_path):
     if os.geteuid() != 0:
-        pytest.skip("start.sh checks root before packages; run as root to reach the package check")
+        skip_or_fail("not root: start.sh checks root before packages, so only root reaches the package "
+                     "check; run the tests as root (as CI does)")
     # A PATH with the few tools start.sh needs before its check, and no Slurm or munge.
     tools = tmp_path / "bin"
     tools.mkdir()
@@ -93,10 +96,7 @@ def test_start_again_keeps_the_running_cluster(local_slurm):
 @pytest.mark.slurm
 def test_shell_scripts_are_shellcheck_clean():
     if shutil.which("shellcheck") is None:
-        message = "missing system dependency: shellcheck not found; install with: apt-get install shellcheck"
-        if strict_mode():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        skip_or_fail("shellcheck not found; install with: apt-get install shellcheck")
     assert len(SHELL_SCRIPTS) >= 11, SHELL_SCRIPTS
     result = subprocess.run(["shellcheck", "--external-sources", *map(str, SHELL_SCRIPTS)], cwd=REPO,
                             capture_output=True, text=True, timeout=120)
