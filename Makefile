@@ -77,6 +77,12 @@ slurm-up:
 slurm-down:
 	slurm/local/stop.sh
 
+# Slurm job outputs from jobs submitted in the checkout (runs/ and sbatch's course-*.out) are kept:
+# they are results (a cluster's measurements, a job's log) that only more cluster time would bring
+# back, not build products, and git already ignores them. Delete them by hand when done with them.
 clean:
 	rm -rf $(VENV) grading test-artifacts .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	@if [ -e runs ] || ls course-*.out >/dev/null 2>&1; then \
+		echo "kept Slurm job outputs (runs/, course-*.out); delete them by hand when done: rm -rf runs course-*.out"; \
+	fi
