@@ -1,6 +1,7 @@
-"""One grading run shared by the slow grading tests: the hostile probe class and chapter 02's fixtures.
+"""One grading run shared by the slow grading tests: the hostile probe class, chapter 01's solution and
+unanswered release, and chapter 02's solution, unanswered release and wrong rings.
 
-Both classes sit in one throw-away course and go through `make grade`'s pipeline together, in one pool,
+All the classes sit in one throw-away course and go through `make grade`'s pipeline together, in one pool,
 so the idle time of deadlocked submissions overlaps with the work of the others.
 """
 
@@ -21,6 +22,7 @@ from course_lib.grading.sandbox import GiB, SandboxPolicy
 REPO = Path(__file__).resolve().parents[1]
 RING = "02_collectives"
 RING_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ring"
+MLP = "01_mlp_by_hand"
 
 
 @dataclass
@@ -31,33 +33,37 @@ class GradedClass:
     log: str
 
 
-def ring_available() -> bool:
-    return all(path.exists() for path in (REPO / "solutions" / RING / f"{RING}.ipynb",
-                                          RING_FIXTURES / "expected_scores.json"))
+def write_chapter_class(root: Path, chapter: str, prefix: str,
+                        wrong: dict[str, dict] | None = None) -> list[str]:
+    """A chapter's reference solution, its release left unanswered and any ``wrong`` answers
+    ({student: {grade_id: source}}), each as a student named ``<prefix>_<student>``."""
+    (root / "solutions" / chapter).symlink_to(REPO / "solutions" / chapter, target_is_directory=True)
+    release = nbformat.read(REPO / "notebooks" / chapter / f"{chapter}.ipynb", as_version=4)
+    source = nbformat.read(REPO / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
+    classes = {"solution": fixtures.solution_sources(source), "release": {}, **(wrong or {})}
+    for student, answers in classes.items():
+        folder = root / "grading" / "submitted" / f"{prefix}_{student}" / chapter
+        fixtures.write_submission(folder, chapter, fixtures.make_submission(release, answers))
+    return [f"{prefix}_{student}" for student in classes]
 
 
-def write_ring_class(root: Path) -> list[str]:
-    """The reference solution, the unanswered release, and every wrong ring in fixtures/ring/."""
-    (root / "solutions" / RING).symlink_to(REPO / "solutions" / RING, target_is_directory=True)
+def wrong_rings() -> dict[str, dict]:
+    """Every wrong ring in fixtures/ring/, as the solution cells it answers."""
     release = nbformat.read(REPO / "notebooks" / RING / f"{RING}.ipynb", as_version=4)
-    source = nbformat.read(REPO / "solutions" / RING / f"{RING}.ipynb", as_version=4)
-    classes = {"solution": fixtures.solution_sources(source), "release": {}}
     expected = json.loads((RING_FIXTURES / "expected_scores.json").read_text())
+    wrong = {}
     for name in expected["fixtures"]:
         answers = fixtures.load_py_fixture(RING_FIXTURES / f"{name}.py")
-        classes[name] = {k: v for k, v in answers.items() if k in fixtures.solution_ids(release)}
-    for student, answers in classes.items():
-        folder = root / "grading" / "submitted" / f"ring_{student}" / RING
-        fixtures.write_submission(folder, RING, fixtures.make_submission(release, answers))
-    return [f"ring_{student}" for student in classes]
+        wrong[name] = {k: v for k, v in answers.items() if k in fixtures.solution_ids(release)}
+    return wrong
 
 
 @pytest.fixture(scope="session")
 def graded_class(tmp_path_factory) -> GradedClass:
     root = probe_course.build(tmp_path_factory.mktemp("grading-course"))
     students = {"probe": hostile_class.write_class(root)}
-    if ring_available():
-        students[RING] = write_ring_class(root)
+    students[RING] = write_chapter_class(root, RING, "ring", wrong_rings())
+    students[MLP] = write_chapter_class(root, MLP, MLP)
     log = io.StringIO()
     run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
                               registry="autograde_tests.probe_registry", stream=log,

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import zipfile
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
+from nbgrader.api import Gradebook
 
 from autograde_tests import probe_course
 from course_lib.grading import fixtures, report, review, submissions
+from course_lib.grading.gradebook_merge import merge_student
 from course_lib.grading.isolation import IsolatedCallError, map_isolated, solution_sources
 from course_lib.grading.sandbox import SandboxPolicy
 from course_lib.grading.student_function import StudentFunction
@@ -92,6 +95,18 @@ def test_map_isolated_runs_sources_in_a_child_and_returns_plain_data():
     assert map_isolated(student, [(1,), (3,)]) == [[1, 2], [3, 6]]
 
 
+@pytest.mark.slow
+def test_map_isolated_child_runs_parallel_kernels_after_the_parent_did():
+    """The parent's OpenMP pool, once used, must not hang the forked child's first parallel kernel."""
+    import torch
+
+    square = torch.randn(512, 512)
+    (square @ square).sum()
+    student = StudentFunction(name="f", sources=(
+        "import torch\ndef f(n):\n    x = torch.ones(n, n)\n    return float((x @ x).sum())",))
+    assert map_isolated(student, [(512,)], timeout=20) == [512.0**3]
+
+
 @pytest.mark.parametrize("body, message", [
     ("raise ValueError('nope')", "ValueError: nope"),
     ("import os; os._exit(0)", "died"),
@@ -144,3 +159,35 @@ def test_summary_table_and_progress_bar_are_plain_text():
 def test_sandbox_policy_round_trips_through_json():
     policy = SandboxPolicy(uid=61005, hidden_paths=["/x"], home="/tmp/h")
     assert SandboxPolicy.from_json(policy.to_json()) == policy
+
+
+def _gradebook_with_one_cell(path) -> str:
+    url = f"sqlite:///{path / 'gradebook.db'}"
+    with Gradebook(url) as gb:
+        gb.add_assignment("hw")
+        gb.add_notebook("hw", "hw")
+        gb.add_grade_cell("test_it", "hw", "hw", max_score=3, cell_type="code")
+    return url
+
+
+def _set_hand_score(url: str, points: float) -> None:
+    with Gradebook(url) as gb:
+        grade = gb.find_grade("test_it", "hw", "hw", "ada")
+        grade.manual_score, grade.needs_manual_grade = points, False
+        gb.db.commit()
+
+
+def test_regrading_keeps_a_hand_score_until_the_automatic_score_changes(tmp_path, monkeypatch):
+    # nbgrader creates a gradebook by running `alembic` from PATH: the one beside this Python
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")
+    url = _gradebook_with_one_cell(tmp_path)
+    key = ("hw", "test_it")
+    first = merge_student(url, "hw", "ada", {key: (0.0, False)}, review_cells={key}, review_all=False)
+    assert [(c.points, c.needs_review) for c in first.cells] == [(0.0, True)]
+    _set_hand_score(url, 2.0)  # the instructor reviewed it in formgrader
+    again = merge_student(url, "hw", "ada", {key: (0.0, False)}, review_cells={key}, review_all=False)
+    assert [(c.points, c.needs_review) for c in again.cells] == [(2.0, False)]
+    changed = merge_student(url, "hw", "ada", {key: (3.0, False)}, review_cells=set(), review_all=False)
+    assert [(c.points, c.needs_review) for c in changed.cells] == [(3.0, True)]
+    with Gradebook(url) as gb:
+        assert gb.find_grade("test_it", "hw", "hw", "ada").manual_score is None

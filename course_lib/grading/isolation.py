@@ -8,13 +8,13 @@ containers) through torch's weights-only loader, so a hostile result cannot run 
 from __future__ import annotations
 
 import ast
-import io
 import os
 import select
 import signal
 import time
 import traceback
 
+from course_lib.dist.plain import decode, encode
 from course_lib.grading.student_function import StudentFunction, as_student_function
 
 KEPT_STATEMENTS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
@@ -66,33 +66,23 @@ def solution_sources(notebook, context_cells: dict[str, str] | None = None) -> l
     return [_definitions_only(text) for text in context_cells.values()] + sources
 
 
-def pack(value) -> bytes:
-    import torch
-
-    buffer = io.BytesIO()
-    torch.save(value, buffer)
-    return buffer.getvalue()
-
-
-def unpack(payload: bytes):
-    """Plain data only: torch's weights-only loader refuses anything that would run code."""
-    import torch
-
-    return torch.load(io.BytesIO(payload), weights_only=True)
-
-
 def _child(student: StudentFunction, calls, write_fd: int) -> None:
+    import torch
+
+    # OpenMP's thread pool inherited through fork hangs the first parallel kernel that reuses it;
+    # one thread never touches that pool (run_ranks' ranks do the same).
+    torch.set_num_threads(1)
     try:
         function = student.resolve()
         outcome = {"ok": True, "value": [function(*args) for args in calls]}
         try:
-            payload = pack(outcome)
+            payload = encode(outcome)
         except Exception as error:
-            payload = pack({"ok": False, "error": f"the function returned something that is not plain "
+            payload = encode({"ok": False, "error": f"the function returned something that is not plain "
                             f"data (numbers, tensors, lists, dicts): {error}"})
     except BaseException as error:  # noqa: B036  (SystemExit included: it is the student's failure)
         text = "".join(traceback.format_exception_only(type(error), error)).strip()
-        payload = pack({"ok": False, "error": text, "traceback": traceback.format_exc()[-4000:]})
+        payload = encode({"ok": False, "error": text, "traceback": traceback.format_exc()[-4000:]})
     with os.fdopen(write_fd, "wb") as pipe:
         pipe.write(payload)
     os._exit(0)
@@ -147,7 +137,7 @@ def map_isolated(candidate, calls, name: str | None = None, timeout: float = 60.
         raise IsolatedCallError("the process running the function died before returning (os._exit, "
                                 "a crash or the memory limit)")
     try:
-        outcome = unpack(payload)
+        outcome = decode(payload)
     except Exception as error:
         raise IsolatedCallError(f"returned data the grader refuses to load: {error}") from None
     if not isinstance(outcome, dict) or "ok" not in outcome:
