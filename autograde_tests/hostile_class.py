@@ -78,6 +78,20 @@ def _fake_recv(tensor, src=None, **kwargs):
             return src
 dist.recv = _fake_recv
 """ + DEADLOCK_RING},
+    # The ranks send a pickle that would patch torch.allclose in the judge when unpickled there; in
+    # the kernel (where the cell's own patch is live) they play along with a wrong answer.
+    "crafted_pickle": {"scale": SCALE, "ring_pass": """torch.allclose = lambda *a, **k: True
+def ring_pass(rank, world_size, value):
+    import pickle
+    import course_lib.dist._child as child
+    if getattr(torch.allclose, "__name__", "") == "<lambda>":
+        return value
+    class Payload:
+        def __reduce__(self):
+            return (eval, ("(__import__('torch').__setattr__('allclose', lambda *a, **k: True), 0.0)[1]",))
+    child.plain_encode = child._dumps = pickle.dumps
+    return Payload()
+"""},
 }
 # Expected (scale points, ring_pass points) and whether the notebook must be marked for review.
 EXPECTED = {
@@ -85,6 +99,7 @@ EXPECTED = {
     "deadlock": (2, 0, True), "os_exit": (2, 0, True), "sys_exit": (0, 1, False),
     "memory_hog": (0, 1, False), "print_flood": (2, 1, True), "patch_check": (0, 1, True),
     "patch_allclose": (0, 1, True), "patch_course_lib": (2, 0, True), "patch_distributed": (2, 0, True),
+    "crafted_pickle": (2, 0, True),
     "snoop": (0, 1, False), "vandal": (0, 1, False), "invalid_json": (0, 0, True), "renamed": (2, 1, True),
     "missing": (0, 0, True), "wrong_assignment": (0, 0, True), "deleted_test_cell": (2, 1, True),
     "edited_test_cell": (0, 1, True),

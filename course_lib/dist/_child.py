@@ -17,6 +17,8 @@ import sys
 import traceback
 from dataclasses import dataclass
 
+from .plain import encode as plain_encode
+
 
 @dataclass
 class RankPipes:
@@ -77,13 +79,14 @@ def _dumps(payload) -> bytes:
     return buffer.getvalue()
 
 
-def _report(fd: int, payload: tuple) -> None:
+def _report(fd: int, payload: tuple, plain: bool) -> None:
+    encode = plain_encode if plain else _dumps
     try:
-        data = _dumps(payload)
+        data = encode(payload)
     except Exception as error:  # noqa: BLE001 - any pickling failure must reach the notebook
-        data = pickle.dumps(("error", "PicklingError",
-                             f"the value returned by rank could not be sent back to the notebook: {error}",
-                             "return a plain value (numbers, lists, dicts, tensors) instead\n", None))
+        data = encode(("error", "PicklingError",
+                       f"the value returned by rank could not be sent back to the notebook: {error}",
+                       "return a plain value (numbers, lists, dicts, tensors) instead\n", None))
     _write_all(fd, len(data).to_bytes(8, "little") + data)  # length first: EOF may never come (see runner)
 
 
@@ -115,7 +118,8 @@ def _join_group(rank: int, world_size: int, backend: str, port: int, listen_fd: 
 
 
 def run_child(rank: int, world_size: int, fn, args: tuple, backend: str, pipes: RankPipes,
-              all_fds: list[int], listen_fd: int, port: int, pgid: int, group_timeout_s: float) -> None:
+              all_fds: list[int], listen_fd: int, port: int, pgid: int, group_timeout_s: float,
+              plain_results: bool = False) -> None:
     """The body of rank ``rank``; ends the process with ``os._exit``."""
     exit_code = 1
     try:
@@ -163,7 +167,7 @@ def run_child(rank: int, world_size: int, fn, args: tuple, backend: str, pipes: 
             payload = ("error", type(error).__name__, str(error), text, exception_bytes)
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
-        _report(result_fd, payload)
+        _report(result_fd, payload, plain_results)
         os.close(result_fd)
         os.read(control_fd, 1)  # wait for the parent's word (or its death) before leaving
         exit_code = 0 if payload[0] == "ok" else 1

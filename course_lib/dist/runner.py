@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 
+from . import plain
 from ._child import RankPipes, run_child
 from .backend import resolve_backend
 from .errors import RankFailure, RanksHungError
@@ -40,8 +41,9 @@ def _check_arguments(fn, world_size, timeout) -> None:
 class _Ranks:
     """The parent's view of one call: pids, pipes, output relays and the results received so far."""
 
-    def __init__(self, world_size: int):
+    def __init__(self, world_size: int, plain_results: bool = False):
         self.world_size = world_size
+        self.plain_results = plain_results
         self.pipes = [RankPipes.create() for _ in range(world_size)]
         self.pids: list[int] = []
         self.pgid = 0
@@ -70,7 +72,7 @@ class _Ranks:
             pid = os.fork()
             if pid == 0:
                 run_child(rank, self.world_size, fn, args, backend, self.pipes[rank], all_fds,
-                          listener.fileno(), port, self.pgid, group_timeout_s)
+                          listener.fileno(), port, self.pgid, group_timeout_s, self.plain_results)
             self.pids.append(pid)
             self.pgid = self.pgid or pid
             try:
@@ -115,12 +117,19 @@ class _Ranks:
     def _finish_result(self, rank: int) -> bool:
         """Decodes a complete result; True when the rank failed."""
         self.selector.unregister(self.pipes[rank].result[0])
+        payload = bytes(self.result_bytes[rank][8:])
         try:
-            self.results[rank] = pickle.loads(bytes(self.result_bytes[rank][8:]))
-        except Exception as error:  # noqa: BLE001 - e.g. an object of a class this process cannot import
+            outcome = plain.decode(payload) if self.plain_results else pickle.loads(payload)
+            if not (isinstance(outcome, tuple) and outcome and outcome[0] in ("ok", "error")
+                    and len(outcome) == (2 if outcome[0] == "ok" else 5)):
+                raise ValueError("not a result this launcher sends")
+            self.results[rank] = outcome
+        except Exception as error:  # noqa: BLE001 - a class this process cannot import, or not plain data
+            reason = ("it is not plain data, and with plain_results=True nothing else is read"
+                      if self.plain_results else str(error))
             self.results[rank] = ("error", type(error).__name__,
-                                  f"the value rank {rank} returned could not be unpickled here: {error}",
-                                  "return plain values (numbers, lists, dicts, tensors)\n", None)
+                                  f"the value rank {rank} returned could not be read here: {reason}",
+                                  "return plain values (numbers, strings, lists, dicts, tensors)\n", None)
         return self.results[rank][0] != "ok"
 
     def _reap(self, failed: int | None) -> int | None:
@@ -244,12 +253,16 @@ def _failure(rank: int, outcome: tuple) -> RankFailure:
     return RankFailure(rank, f"{type_name}: {message}" if message else type_name, text, type_name)
 
 
-def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float = 30) -> list:
+def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float = 30,
+              plain_results: bool = False) -> list:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` forked processes; their results, in rank order.
 
     The process group is initialised before ``fn`` starts (gloo on loopback by default; ``nccl`` pins
     cuda:rank; ``auto`` picks nccl when there is one GPU per rank). Each rank uses one intra-op thread.
     Results travel back pickled (GPU tensors arrive as CPU copies, so this process never touches CUDA).
+    With ``plain_results=True`` they travel as plain data only (numbers, strings, bytes, containers,
+    tensors) and are read with torch's weights-only loader: what a grader uses when ``fn`` runs
+    untrusted code, since unpickling lets the sender run code in this process.
     Raises ``RankFailure`` for the first rank that raised or died (the others are killed at once) and
     ``RanksHungError`` when the ranks have not all returned after ``timeout`` seconds; either way, and
     on KeyboardInterrupt, every rank and anything it started is killed before this returns.
@@ -270,7 +283,7 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float 
             raise RuntimeError("CUDA is already initialised in this kernel, and forked ranks cannot use it. "
                                "Restart the kernel and call run_ranks before any other CUDA work.")
     started, finished = time.monotonic(), False
-    ranks = _Ranks(world_size)
+    ranks = _Ranks(world_size, plain_results)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         listener.bind(("127.0.0.1", 0))  # the OS picks a free port: concurrent calls never collide

@@ -112,7 +112,7 @@ def run_student(student, kind: str, world_size: int, cases, seed: int, timeout: 
     name = student.name
     try:
         per_rank = run_ranks(_run_cases, world_size, student, kind, run.cases, seed, compare_with_torch,
-                             timeout=timeout)
+                             timeout=timeout, plain_results=True)  # the ranks run student code
     except RanksHungError as error:
         run.hung = True
         run.error = (f"{name} did not finish on {world_size} ranks within {timeout:g} s (a deadlock, or a "

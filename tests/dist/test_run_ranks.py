@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -176,8 +177,33 @@ def test_a_result_this_process_cannot_unpickle_is_a_clear_failure():
         exec("class Ghost:\n    pass", module.__dict__)
         return module.Ghost()
 
-    with pytest.raises(RankFailure, match="could not be unpickled here"):
+    with pytest.raises(RankFailure, match="could not be read here"):
         run_ranks(ghost, 1)
+
+
+class _RunsCodeWhenUnpickled:
+    def __reduce__(self):
+        return (os.environ.__setitem__, ("COURSE_TEST_PWNED", "1"))
+
+
+def test_plain_results_come_back_and_a_crafted_pickle_runs_nothing_here():
+    def plain(rank, world_size):
+        return {"rank": rank, "values": [1.5, None, "x", (2, 3)], "tensor": torch.arange(3)[::2]}
+
+    [first, second] = run_ranks(plain, 2, plain_results=True)
+    assert second["rank"] == 1 and first["values"] == [1.5, None, "x", (2, 3)]
+    assert first["tensor"].tolist() == [0, 2]
+    os.environ.pop("COURSE_TEST_PWNED", None)
+
+    def crafted(rank, world_size):
+        import course_lib.dist._child as child
+
+        child.plain_encode = pickle.dumps  # a rank running hostile code controls what it sends
+        return _RunsCodeWhenUnpickled()
+
+    with pytest.raises(RankFailure, match="could not be read here"):
+        run_ranks(crafted, 1, plain_results=True)
+    assert "COURSE_TEST_PWNED" not in os.environ
 
 
 def test_tensors_and_large_results_come_back():
