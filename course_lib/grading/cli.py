@@ -1,7 +1,7 @@
 """Command line of the grading backend: ``grade`` (the class's submissions) and ``demo``.
 
     python -m course_lib.grading.cli grade [--assignment A] [--zips DIR] [--jobs N]
-    python -m course_lib.grading.cli demo [--assignment A] [--students N]
+    python -m course_lib.grading.cli demo [--assignment A] [--students N] [--into DIR]
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     demo_cmd = commands.add_parser("demo", help="grade a generated demo class end to end")
     demo_cmd.add_argument("--assignment", help="chapter to build the class from (default: the latest graded)")
     demo_cmd.add_argument("--students", type=int, default=4)
+    demo_cmd.add_argument("--into", type=Path, default=ROOT / "grading" / "demo",
+                          help="folder of the demo course, replaced on every run (default: grading/demo)")
     for command in (grade, demo_cmd):
         command.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)),
                              help="students graded at once (default: cores, at most 4)")
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grades: {ROOT / 'grading' / 'grades.csv'}; feedback: {ROOT / 'grading' / 'feedback'}/")
         return 0 if results is not None else 1
     assignment = args.assignment or demo.demo_assignment(ROOT)
-    demo_root = ROOT / "grading" / "demo"
+    demo_root = args.into.resolve()
     students = demo.write_class(ROOT, demo_root, assignment, args.students)
     print(f"demo class of {len(students)} for {assignment} in {demo_root}/grading/submitted")
     pipeline.grade(_run(demo_root, args), [assignment])

@@ -1,8 +1,12 @@
 """Copying one student's autograde result from its private gradebook into the course's gradebook.
 
-Only the grading parent writes the real gradebook, one student at a time, in one transaction per
-student, so an interrupted run leaves each student either fully merged or untouched (and a re-run
-merges again from scratch, converging to the same grades).
+Only the grading parent writes the real gradebook, one student at a time, and the scores of a student
+in one transaction. An interrupted run leaves every student either merged or, for the one being merged
+(nbgrader commits a new student or submission row itself), present with no scores yet; a re-run merges
+again from scratch and converges to the same grades. A score an instructor gave by hand (formgrader)
+is kept while the cell's automatic score stays the same, so re-running ``make grade`` never undoes a
+review; when the automatic score changes (a new submission), the hand score is dropped and the cell is
+flagged for review again.
 """
 
 from __future__ import annotations
@@ -67,11 +71,16 @@ def merge_student(db_url: str, assignment: str, student: str, scores: dict[tuple
                 key = (notebook.name, grade.cell.name)
                 auto_score, manual = scores.get(key, (0.0, False))
                 review = review_all or key in review_cells
-                grade.auto_score = None if auto_score is None else min(float(auto_score), grade.max_score)
-                grade.manual_score = None
-                grade.needs_manual_grade = manual or review
-                merged.cells.append(CellScore(notebook.name, grade.cell.name, float(grade.auto_score or 0),
-                                              float(grade.max_score), review))
+                new_auto = None if auto_score is None else min(float(auto_score), grade.max_score)
+                reviewed = grade.manual_score is not None and grade.auto_score == new_auto
+                had_hand_score = grade.manual_score is not None
+                grade.auto_score = new_auto
+                if not reviewed:
+                    grade.manual_score = None
+                grade.needs_manual_grade = not reviewed and (manual or review or had_hand_score)
+                points = grade.manual_score if reviewed else grade.auto_score
+                merged.cells.append(CellScore(notebook.name, grade.cell.name, float(points or 0),
+                                              float(grade.max_score), grade.needs_manual_grade))
         gb.db.commit()
     return merged
 
