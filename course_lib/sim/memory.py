@@ -7,6 +7,7 @@ in mixed precision). Activations: Korthikanti et al. 2022, "Reducing Activation 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from numbers import Integral
 
 from .checks import amount, whole
 
@@ -18,7 +19,7 @@ def zero_memory_breakdown(num_params: float, dp_degree: int, stage: int, param_b
                           grad_bytes: float = 2, optimizer_bytes: float = 12) -> dict:
     """Bytes per device of parameters, gradients and optimizer states under ZeRO stage 0-3."""
     # 1.0 or True would pass `in (0, 1, 2, 3)`; a ZeRO stage is a whole number.
-    if isinstance(stage, bool) or not isinstance(stage, int) or stage not in (0, 1, 2, 3):
+    if isinstance(stage, bool) or not isinstance(stage, Integral) or stage not in (0, 1, 2, 3):
         raise ValueError(f"ZeRO stage must be 0 (plain DDP), 1, 2 or 3, got {stage!r}")
     whole("dp_degree", dp_degree)
     n = amount("num_params", num_params, unit="parameters")
