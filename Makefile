@@ -33,7 +33,7 @@ help:
 	@echo "make bench      run the speed benchmarks (simulator, real processes, ring, grading)"
 	@echo "make slurm-up   start a local single-node Slurm (root; Debian's slurm-wlm and munge)"
 	@echo "make slurm-down stop it again"
-	@echo "make clean      remove the virtual environment, caches and grading state"
+	@echo "make clean      remove the virtual environment and caches (grades and job outputs are kept)"
 
 setup: $(STAMP)
 
@@ -80,9 +80,13 @@ slurm-down:
 # Slurm job outputs from jobs submitted in the checkout (runs/ and sbatch's course-*.out) are kept:
 # they are results (a cluster's measurements, a job's log) that only more cluster time would bring
 # back, not build products, and git already ignores them. Delete them by hand when done with them.
+# Results are kept: a class's grades (grading/, but for the generated demo) and Slurm job outputs.
 clean:
-	rm -rf $(VENV) grading test-artifacts .pytest_cache .ruff_cache
+	rm -rf $(VENV) grading/demo test-artifacts .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	@if [ -e grading ]; then \
+		echo "kept the class's grading state (grading/: submissions, gradebook, feedback); delete it by hand"; \
+	fi
 	@if [ -e runs ] || ls course-*.out >/dev/null 2>&1; then \
 		echo "kept Slurm job outputs (runs/, course-*.out); delete them by hand when done: rm -rf runs course-*.out"; \
 	fi
