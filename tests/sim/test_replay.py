@@ -131,8 +131,15 @@ def test_across_nodes_the_ring_runs_at_the_inter_node_link_and_fast_ranks_wait(n
     assert sends[0].end - sends[0].start == pytest.approx(cluster.preset.inter_node.transfer_time(2e9 / n))
 
 
-def test_replay_refuses_a_cluster_of_another_size_and_unknown_ranks():
+def test_replay_refuses_a_cluster_of_another_size_unknown_ranks_and_bad_sizes():
     pattern = RingPattern(4, 1.0)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="buffer_bytes"):
+            replay_pattern(pattern, single_link_cluster(4), buffer_bytes=bad)
+        with pytest.raises(ValueError, match="buffer_bytes"):
+            RingPattern(4, bad)
+        with pytest.raises(ValueError, match="buffer_bytes"):
+            traffic_pattern(ring_logs(3, 48), bad)
     with pytest.raises(ValueError, match="scaled_ring"):
         replay_pattern(pattern, make_cluster(nodes=1, gpus_per_node=8))
     with pytest.raises(ValueError, match="distinct ranks"):
