@@ -90,19 +90,51 @@ def _parameter_server(op: str, s: float, n: int, a: float, bw: float) -> float:
     return 2 * (n - 1) * (a + (n - 1) * s / (n * bw))  # all_to_all relayed by the server
 
 
-def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: str = "ring") -> float:
+SEGMENTED_OPS = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+def ring_segments(nbytes: float, world_size: int, segment_bytes: float) -> tuple[int, float]:
+    """(segments, bytes per segment) of a buffer cut as gloo's ring cuts it (gloo/allreduce.cc): pieces of
+    at most ``segment_bytes``, at least two per rank's chunk so one can travel while the other is being
+    reduced, and a whole number per chunk."""
+    n = world_size
+    count = max(math.ceil(nbytes / segment_bytes), 2 * n)
+    count = math.ceil(count / n) * n
+    return count, nbytes / count
+
+
+def _segmented_ring(op: str, s: float, n: int, a: float, bw: float, segment_bytes: float) -> float:
+    count, segment = ring_segments(s, n, segment_bytes)
+    messages = count * (n - 1) // n            # per phase: every segment but the rank's own chunk's
+    phases = 2 if op == "all_reduce" else 1
+    return phases * messages * (a + segment / bw)
+
+
+def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: str = "ring",
+                    segment_bytes: float | None = None) -> float:
     """Seconds one collective takes on ``world_size`` ranks joined by ``link`` (a Link), in closed form.
 
     ring: 2(n-1)(a + S/(nB)) for all_reduce, (n-1)(a + S/(nB)) for reduce_scatter/all_gather;
     tree: binomial tree, ceil(log2 n) levels; recursive_doubling: log2 n rounds (exact for powers of 2);
     parameter_server: every message through one rank, one at a time.
+
+    ``segment_bytes`` (ring all_reduce, reduce_scatter, all_gather only) models a ring that cuts each
+    chunk into segments, as gloo (1 MiB) and NCCL do to overlap reductions with transfers: the same
+    bytes travel, but every segment pays the latency, so 2k(a + S/(cB)) for c segments, k = c(n-1)/n.
     """
     _check(op, nbytes, world_size, algorithm)
     check_link(link)
+    if segment_bytes is not None:
+        if algorithm != "ring" or op not in SEGMENTED_OPS:
+            raise ValueError(f"segment_bytes applies to the ring's {', '.join(SEGMENTED_OPS)}; got "
+                             f"op={op!r}, algorithm={algorithm!r}: leave segment_bytes=None for this one")
+        segment_bytes = amount("segment_bytes", segment_bytes, positive=True)
     n = world_size
     if n == 1:
         return 0.0
     a, bw = link.latency, link.bandwidth
+    if algorithm == "ring" and segment_bytes is not None:
+        return _segmented_ring(op, nbytes, n, a, bw, segment_bytes)
     if algorithm == "ring":
         return _ring(op, nbytes, n, a, bw)
     if algorithm == "parameter_server":

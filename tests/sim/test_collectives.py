@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.sim import ALGORITHMS, OPS, Link, algorithm_bandwidth, bus_bandwidth, collective_time
+from course_lib.sim import (
+    ALGORITHMS,
+    OPS,
+    Link,
+    algorithm_bandwidth,
+    bus_bandwidth,
+    collective_time,
+    ring_segments,
+)
 
 A, B = 1e-5, 1e9          # alpha = 10 us, bandwidth = 1 GB/s
 LINK = Link(latency=A, bandwidth=B)
@@ -112,3 +120,38 @@ def test_bad_input_says_what_to_change(bad, match):
 def test_bandwidth_needs_positive_time():
     with pytest.raises(ValueError, match="seconds must be > 0"):
         algorithm_bandwidth("all_reduce", 1.0, 0.0)
+
+
+# gloo-style segmented ring, by hand. 8 MB on 8 ranks, segments of at most 0.25 MB: 32 segments (4 per
+# chunk), 28 of them move per phase, each alpha + 0.25 ms.
+def test_segmented_ring_by_hand():
+    assert math.isclose(collective_time("all_reduce", S, N, LINK, segment_bytes=0.25e6),
+                        2 * 28 * (1e-5 + 0.25e-3))
+    assert math.isclose(collective_time("reduce_scatter", S, N, LINK, segment_bytes=0.25e6),
+                        28 * (1e-5 + 0.25e-3))
+
+
+def test_segmented_ring_cuts_at_least_two_segments_per_chunk():
+    # segments larger than a chunk still give 2 per chunk (16 in all), 14 per phase of 0.5 ms
+    assert ring_segments(S, N, 1e9) == (16, 0.5e6)
+    assert math.isclose(collective_time("all_gather", S, N, LINK, segment_bytes=1e9), 14 * (1e-5 + 0.5e-3))
+    # 5 MB on 3 ranks with 1 MB segments: 5 rounded up to a multiple of 3 and at least 6 -> 6
+    assert ring_segments(5e6, 3, 1e6) == (6, 5e6 / 6)
+
+
+@given(st.floats(1e3, 1e10), st.integers(2, 64), st.floats(1e3, 1e8))
+def test_segments_move_the_same_bytes_and_cost_at_least_the_plain_ring(nbytes, n, segment):
+    free_link = Link(latency=0.0, bandwidth=B)
+    plain = collective_time("all_reduce", nbytes, n, free_link)
+    assert math.isclose(collective_time("all_reduce", nbytes, n, free_link, segment_bytes=segment), plain)
+    assert collective_time("all_reduce", nbytes, n, LINK, segment_bytes=segment) >= \
+        collective_time("all_reduce", nbytes, n, LINK) * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("op, algorithm, segment", [
+    ("broadcast", "ring", 1e6), ("all_reduce", "tree", 1e6), ("all_reduce", "ring", 0),
+    ("all_reduce", "ring", float("nan")),
+])
+def test_segment_bytes_refused_where_it_means_nothing(op, algorithm, segment):
+    with pytest.raises(ValueError, match="segment_bytes"):
+        collective_time(op, S, N, LINK, algorithm, segment_bytes=segment)
