@@ -33,6 +33,7 @@ class StepConfig:
     dp_algorithm: str = "ring"
     overlap: bool = True
     bucket_bytes: float = 25 * 2**20      # torch DDP's default bucket_cap_mb=25
+    first_bucket_bytes: float = 2**20     # torch DDP closes its first bucket at 1 MiB, to start early
     prefetch: bool = True
     param_bytes: float = 2
     grad_bytes: float = 2
@@ -115,6 +116,7 @@ def make_config(model, world_size: int, **options) -> StepConfig:
     one_of("dp_algorithm", config.dp_algorithm, ALGORITHMS)
     # Infinite buckets are meaningful (one all-reduce after the backward); NaN is not.
     amount("bucket_bytes", config.bucket_bytes, positive=True, finite=False, unit="bytes")
+    amount("first_bucket_bytes", config.first_bucket_bytes, positive=True, finite=False, unit="bytes")
     for name in ("param_bytes", "grad_bytes", "optimizer_bytes"):
         amount(name, getattr(config, name), unit="bytes per parameter")
     # A string such as "no" is truthy: it would silently mean True.

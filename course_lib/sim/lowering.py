@@ -50,7 +50,7 @@ def lower_stage(stage: int, placed: list, costs) -> list:
         if zero == 3:
             gathered[0] = stream.gather(order[0], param_bytes, t, tag)
         sync = phase == "B" and (zero >= 2 or index == last_backward[chunk])
-        pending = 0.0
+        pending, buckets_sent = 0.0, 0
         for i, block in enumerate(order):
             if zero == 3:
                 t = max(t, gathered[i])
@@ -67,9 +67,9 @@ def lower_stage(stage: int, placed: list, costs) -> list:
                                   f"{tag}FSDP reduce-scatter grad {block.name}")
             elif sync:
                 pending += block.params * grad_bytes
-                if c.overlap and pending >= c.bucket_bytes:
+                if c.overlap and pending >= (c.bucket_bytes if buckets_sent else c.first_bucket_bytes):
                     stream.launch(sync_op, pending, t, f"{tag}DP {sync_op} bucket")
-                    pending = 0.0
+                    pending, buckets_sent = 0.0, buckets_sent + 1
         if sync and pending > 0:
             if c.overlap:
                 stream.launch(sync_op, pending, t, f"{tag}DP {sync_op} bucket")

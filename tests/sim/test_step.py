@@ -9,6 +9,7 @@ from course_lib.sim import (
     LLAMA3_8B,
     LLAMA3_405B,
     Link,
+    MLPSpec,
     OutOfMemoryError,
     TransformerSpec,
     collective_time,
@@ -178,3 +179,16 @@ def test_zero_2_and_3_with_pipeline_parallel_pay_per_micro_batch(zero):
     if zero == 3:   # parameters gathered again before every forward and backward of every micro-batch
         gathered = {label.split()[0] for label in labels if "FSDP all-gather" in label}
         assert gathered == {f"{phase}{mb}" for phase in "FB" for mb in range(4)}
+
+
+def test_ddp_closes_its_first_bucket_early_as_torch_does():
+    # Gradients of 8.4, 16.8 and 8.4 MB (last layer first): torch closes the first bucket at 1 MiB, the
+    # next at 25 MiB, so one bucket leaves after the last layer's backward and one at the end.
+    mlp = MLPSpec((1024, 2048, 2048, 1024))
+    cluster = make_cluster(1, 2, preset="h100")
+    step = simulate_training_step(mlp, cluster, dp=2, global_batch=64, param_bytes=4, grad_bytes=4)
+    buckets = [e for e in step.timeline.events(0) if "bucket" in e.label]
+    assert [round(float(e.label.split("(")[1].split(" MB")[0]), 1) for e in buckets] == [8.4, 25.2]
+    late = simulate_training_step(mlp, cluster, dp=2, global_batch=64, param_bytes=4, grad_bytes=4,
+                                  first_bucket_bytes=25 * 2**20)
+    assert len([e for e in late.timeline.events(0) if "bucket" in e.label]) == 1
