@@ -22,6 +22,9 @@ from .runner import run_ranks
 LATENCY_PROBE_BYTES, LATENCY_REPETITIONS = 4 << 10, 31
 LINK_SIZES = (1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 25)
 MATMUL_SIZE = 256
+# gloo's ring all-reduce cuts every chunk into segments of at most 1 MiB (kMaxSegmentSize in
+# gloo/allreduce.h), at least two per chunk.
+GLOO_SEGMENT_BYTES = 1 << 20
 
 
 def _slowest_rank_seconds(operation) -> float:
@@ -34,13 +37,19 @@ def _slowest_rank_seconds(operation) -> float:
     return elapsed.item()
 
 
-def interleaved_medians(operations: list, repetitions: int) -> list[float]:
-    """Median seconds of each operation, timed round-robin (one of each per round, after a warm-up):
-    on a shared machine a burst of someone else's load then hits every size alike, not one size."""
+def interleaved_times(operations: list, repetitions: int, summary=statistics.median) -> list[float]:
+    """``summary`` (the median unless told) of each operation's seconds, timed round-robin (one of
+    each per round, after a warm-up): on a shared machine a burst of someone else's load then hits
+    every size alike, not one size."""
     for operation in operations:
         operation()
     rounds = [[_slowest_rank_seconds(operation) for operation in operations] for _ in range(repetitions)]
-    return [statistics.median(column) for column in zip(*rounds, strict=True)]
+    return [summary(column) for column in zip(*rounds, strict=True)]
+
+
+def interleaved_medians(operations: list, repetitions: int) -> list[float]:
+    """Median seconds of each operation, timed round-robin (see ``interleaved_times``)."""
+    return interleaved_times(operations, repetitions)
 
 
 def _ping_pong(rank: int, nbytes: int):
@@ -58,15 +67,24 @@ def _ping_pong(rank: int, nbytes: int):
     return round_trip
 
 
-def _ring_steps(rank: int, world_size: int, nbytes: int):
+def _ring_steps(rank: int, world_size: int, nbytes: int, pieces: int = 2):
     """2(n-1) ring steps back to back, as in one ring all-reduce: every rank sends ``nbytes`` to its
-    right neighbour while receiving from its left, then goes on to the next step at once."""
-    outgoing, incoming = torch.zeros(max(1, nbytes // 4)), torch.zeros(max(1, nbytes // 4))
+    right neighbour while receiving as much from its left, then goes on to the next step at once.
+
+    Each step's chunk travels in ``pieces`` messages, all in flight at once. gloo's ring keeps two
+    segments in flight (segments of at most 1 MiB, cut in C++); from Python every extra message
+    costs tens of microseconds that gloo does not pay, so two halves stand in for its segments when
+    measuring bandwidth, and one message per step when measuring latency.
+    """
+    elements = max(1, nbytes // 4 // pieces)
+    outgoing, incoming = torch.zeros(pieces, elements), torch.zeros(pieces, elements)
     right, left = (rank + 1) % world_size, (rank - 1) % world_size
 
     def steps():
         for _ in range(2 * (world_size - 1)):
-            works = [dist.isend(outgoing, right), dist.irecv(incoming, left)]
+            works = []
+            for piece in range(pieces):
+                works += [dist.irecv(incoming[piece], left), dist.isend(outgoing[piece], right)]
             for work in works:
                 work.wait()
 
@@ -76,8 +94,8 @@ def _ring_steps(rank: int, world_size: int, nbytes: int):
 def _measure(rank: int, world_size: int, sizes, repetitions: int) -> dict:
     probe = LATENCY_PROBE_BYTES
     steps = 2 * (world_size - 1)
-    latency = interleaved_medians([_ring_steps(rank, world_size, probe), _ping_pong(rank, probe)],
-                                  LATENCY_REPETITIONS)
+    latency = interleaved_times([_ring_steps(rank, world_size, probe, pieces=1), _ping_pong(rank, probe)],
+                                LATENCY_REPETITIONS, summary=min)
     links = interleaved_medians([_ring_steps(rank, world_size, n) for n in sizes]
                                 + [_ping_pong(rank, n) for n in sizes], repetitions)
     largest = max(sizes)
@@ -111,33 +129,36 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeo
               measurements: dict | None = None) -> HardwarePreset:
     """Measure this machine with ``world_size`` gloo ranks and return it as a simulator preset.
 
+    Predict gloo's all-reduce with it as gloo runs one, a ring whose chunks are cut into segments:
+    ``collective_time("all_reduce", nbytes, world_size, preset.intra_node,
+    segment_bytes=GLOO_SEGMENT_BYTES)``.
+
     What is measured, and why: a quiet two-rank ping-pong overstates what each rank gets when N
-    processes share a few cores and all talk at once, and it leaves out the local additions. So the
-    link is timed as a ring all-reduce loads it: 2(n-1) ring steps back to back, every rank sending
-    to its right neighbour while receiving from its left (back to back, because one step alone
-    mostly measures how long the ranks take to be scheduled again after a barrier). Such an
-    all-reduce also adds each received chunk into its own in n-1 of its 2(n-1) steps, so the cost
-    per byte of that addition (all ranks adding at once) is folded into the link:
-    1/bandwidth = 1/ring_bandwidth + 1/(2 reduction_rate). Latency (alpha) is the per-step time for
-    4 KiB messages; 1/bandwidth is the least-squares slope over ``sizes`` with that alpha fixed. The
-    link depends on how many ranks share the cores: calibrate with the world size you will predict
-    for. FLOP/s is one rank's float32 256x256 matmul (one thread per rank, as in run_ranks) while all
-    ranks multiply together. Sizes are timed round-robin so a burst of other load hits all sizes
-    alike. The ping-pong fit is kept in the preset's ``source`` for comparison. ``measurements`` (a
-    dict from ``measure``) skips the measuring.
+    processes share a few cores and all talk at once. So the link is timed as a ring all-reduce loads
+    it: 2(n-1) ring steps back to back, every rank sending to its right neighbour while receiving
+    from its left, with two messages in flight as in gloo's ring (back to back, because one step
+    alone mostly measures how long the ranks take to be scheduled again after a barrier).
+    Latency (alpha) is the fastest per-step time of single 4 KiB messages: noise on a shared machine
+    only ever adds time, and a segment's latency is what gloo pays in C++ without Python's
+    per-message overhead. 1/bandwidth is the least-squares slope over ``sizes`` with that alpha
+    fixed. The local additions are not added to the link: gloo adds one segment while the next is
+    in flight. The link depends on how many ranks share the cores: calibrate with the world size
+    you will predict for. FLOP/s is one rank's float32 256x256 matmul (one thread per rank, as in
+    run_ranks) while all ranks multiply together. Sizes are timed round-robin so a burst of other
+    load hits all sizes alike. The ping-pong fit and the addition rate are kept in the preset's
+    ``source`` for comparison. ``measurements`` (a dict from ``measure``) skips the measuring.
     """
     if world_size < 2:
         raise ValueError("calibrate needs at least 2 ranks to measure a link; use world_size=2 or more")
     data = measurements or measure(world_size, sizes, repetitions, timeout)
     alpha, ping_alpha = data["ring_latency"], data["ping_pong_latency"]
-    beta = fit_beta(data["sizes"], data["ring"], alpha) + data["reduce"] / 2
+    beta = fit_beta(data["sizes"], data["ring"], alpha)
     ping_beta = fit_beta(data["sizes"], data["ping_pong"], ping_alpha)
     link = Link(latency=alpha, bandwidth=1.0 / beta)
-    source = (f"measured with {world_size} gloo ranks on loopback, as a ring all-reduce loads the link "
-              f"(reduction {1 / data['reduce'] / 1e9:.3g} GB/s folded in): "
+    source = (f"measured with {world_size} gloo ranks on loopback, as a ring all-reduce loads the link: "
               f"alpha={alpha:.3g} s, {1 / beta / 1e9:.3g} GB/s; a quiet ping-pong gives "
-              f"alpha={ping_alpha:.3g} s, {1 / ping_beta / 1e9:.3g} GB/s; "
-              f"matmul {data['flops'] / 1e9:.3g} GFLOP/s per rank")
+              f"alpha={ping_alpha:.3g} s, {1 / ping_beta / 1e9:.3g} GB/s; local addition "
+              f"{1 / data['reduce'] / 1e9:.3g} GB/s; matmul {data['flops'] / 1e9:.3g} GFLOP/s per rank")
     return HardwarePreset(name=f"this machine ({world_size} gloo ranks)", flops=data["flops"],
                           memory_bytes=_physical_memory() / world_size, intra_node=link, inter_node=link,
                           source=source)
@@ -154,11 +175,31 @@ def measure(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeout
     return {"sizes": sizes, **rank_zero}
 
 
+def back_to_back(operation, nbytes: int, block_bytes: int = 16 << 20):
+    """``operation`` repeated back to back until about ``block_bytes`` have been moved, as one timed
+    block, with the number of calls: as nccl-tests do, so the skew of the barrier that starts each
+    timing is spread over many calls instead of landing on one small one."""
+    calls = max(1, block_bytes // max(1, nbytes))
+
+    def block():
+        for _ in range(calls):
+            operation()
+
+    return block, calls
+
+
+def _all_reduce_block(nbytes: int):
+    tensor = torch.ones(max(1, nbytes // 4))
+    return back_to_back(lambda: dist.all_reduce(tensor), nbytes)
+
+
 def _all_reduce_times(rank: int, world_size: int, sizes, repetitions: int) -> list[float]:
-    tensors = [torch.ones(max(1, nbytes // 4)) for nbytes in sizes]
-    return interleaved_medians([lambda t=tensor: dist.all_reduce(t) for tensor in tensors], repetitions)
+    blocks = [_all_reduce_block(nbytes) for nbytes in sizes]
+    medians = interleaved_medians([block for block, _ in blocks], repetitions)
+    return [seconds / calls for seconds, (_, calls) in zip(medians, blocks, strict=True)]
 
 
 def measure_all_reduce(world_size: int, sizes, repetitions: int = 5, timeout: float = 120) -> list[float]:
-    """Median seconds of a real gloo all_reduce of each size in bytes (float32, slowest rank)."""
+    """Median seconds of one real gloo all_reduce of each size in bytes (float32, slowest rank),
+    timed in blocks of back-to-back calls (see ``back_to_back``)."""
     return run_ranks(_all_reduce_times, world_size, tuple(sizes), repetitions, timeout=timeout)[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.dist import calibrate, measure_all_reduce
+from course_lib.dist import GLOO_SEGMENT_BYTES, calibrate, measure_all_reduce
 from course_lib.dist.calibrate import fit_beta
 from course_lib.sim import HardwarePreset, collective_time, make_cluster
 
@@ -24,19 +24,22 @@ def test_fit_beta_recovers_the_slope_of_exact_data():
         fit_beta(SIZES, [1.0], 0.0)
 
 
-def test_the_preset_folds_the_reduction_into_the_ring_link():
+def test_the_preset_is_the_fitted_ring_link():
     preset = calibrate(4, measurements=synthetic())
     assert isinstance(preset, HardwarePreset) and "4 gloo ranks" in preset.name
     assert preset.intra_node.latency == pytest.approx(2e-4)
-    assert preset.intra_node.bandwidth == pytest.approx(1 / (1e-9 + 5e-10 / 2))
+    assert preset.intra_node.bandwidth == pytest.approx(1e9)
     assert preset.inter_node == preset.intra_node and preset.flops == 5e10
-    assert "ping-pong gives alpha=5e-05 s, 2.5 GB/s" in preset.source
+    assert "ping-pong gives alpha=5e-05 s, 2.5 GB/s" in preset.source and "addition 2 GB/s" in preset.source
 
 
-def test_the_preset_drives_the_simulator():
+def test_the_preset_drives_the_simulator_as_gloo_cuts_its_ring():
     preset = calibrate(2, measurements=synthetic())
-    expected = 2 * (2e-4 + (1 << 20) / 2 * (1e-9 + 2.5e-10))
-    assert collective_time("all_reduce", 1 << 20, 2, preset.intra_node, "ring") == pytest.approx(expected)
+    # 1 MiB on 2 ranks: 4 segments of 256 KiB (two per chunk), 2 of them travel in each of 2 phases
+    expected = 4 * (2e-4 + (1 << 18) * 1e-9)
+    predicted = collective_time("all_reduce", 1 << 20, 2, preset.intra_node, "ring",
+                                segment_bytes=GLOO_SEGMENT_BYTES)
+    assert predicted == pytest.approx(expected)
     assert make_cluster(1, 2, preset=preset) is not None
 
 
