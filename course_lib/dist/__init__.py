@@ -5,12 +5,13 @@ function runs on a cluster through ``python -m course_lib.dist.launch module:fun
 """
 
 from .backend import current_device
-from .calibrate import calibrate, measure_all_reduce
+from .calibrate import GLOO_SEGMENT_BYTES, calibrate, measure_all_reduce
+from .ddp_step import make_wide_mlp, measure_ddp_step
 from .errors import ForbiddenCallError, RankFailure, RanksHungError
 from .runner import run_ranks
 from .timeline import traffic_timeline
 from .traffic import COLLECTIVES, POINT_TO_POINT, TrafficEvent, TrafficLog, record_traffic
 
-__all__ = ["COLLECTIVES", "POINT_TO_POINT", "ForbiddenCallError", "RankFailure", "RanksHungError",
-           "TrafficEvent", "TrafficLog", "calibrate", "current_device", "measure_all_reduce",
-           "record_traffic", "run_ranks", "traffic_timeline"]
+__all__ = ["COLLECTIVES", "GLOO_SEGMENT_BYTES", "POINT_TO_POINT", "ForbiddenCallError", "RankFailure",
+           "RanksHungError", "TrafficEvent", "TrafficLog", "calibrate", "current_device", "make_wide_mlp",
+           "measure_all_reduce", "measure_ddp_step", "record_traffic", "run_ranks", "traffic_timeline"]

@@ -1,0 +1,67 @@
+"""Timing real data-parallel training steps (torch DDP over gloo) to hold against the simulator's.
+
+``measure_ddp_step`` trains an MLP of any widths on forked ranks and returns the median step time, the
+real counterpart of ``course_lib.sim.simulate_training_step(MLPSpec(widths), cluster, dp=world_size)``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from .runner import run_ranks
+
+
+def make_wide_mlp(widths, seed: int = 0) -> nn.Sequential:
+    """Linear layers of the given widths with a ReLU between each two, weights drawn from ``seed``."""
+    widths = tuple(int(w) for w in widths)
+    if len(widths) < 2 or min(widths) < 1:
+        raise ValueError(f"widths must list two or more positive layer widths, got {widths!r}")
+    generator = torch.Generator().manual_seed(seed)
+    layers: list[nn.Module] = []
+    for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
+        linear = nn.Linear(fan_in, fan_out)
+        with torch.no_grad():
+            bound = fan_in ** -0.5   # nn.Linear's own initial range, drawn from our generator
+            linear.weight.uniform_(-bound, bound, generator=generator)
+            linear.bias.uniform_(-bound, bound, generator=generator)
+        layers += [linear, nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
+
+
+def _ddp_step_seconds(rank: int, world_size: int, widths, global_batch: int, steps: int) -> float:
+    model = DistributedDataParallel(make_wide_mlp(widths))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(rank)
+    per_rank = global_batch // world_size
+    inputs = torch.randn(per_rank, widths[0], generator=generator)
+    targets = torch.randn(per_rank, widths[-1], generator=generator)
+    seconds = []
+    for _ in range(steps + 1):   # the first step allocates DDP's buckets: a warm-up, not counted
+        dist.barrier()
+        start = time.perf_counter()
+        loss = nn.functional.mse_loss(model(inputs), targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()           # DDP all-reduces gradient buckets while backward goes on
+        optimizer.step()
+        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)   # a step ends when its slowest rank does
+        seconds.append(elapsed.item())
+    return statistics.median(seconds[1:])
+
+
+def measure_ddp_step(world_size: int, widths, global_batch: int, steps: int = 7,
+                     timeout: float = 120) -> float:
+    """Median seconds of one real DDP training step (forward, backward with the gradient all-reduce,
+    SGD update) of an MLP of ``widths`` on ``world_size`` gloo ranks, ``global_batch`` samples a step."""
+    if global_batch % world_size:
+        raise ValueError(f"global_batch={global_batch} cannot be split evenly over {world_size} ranks: "
+                         "use a multiple of the world size")
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    return run_ranks(_ddp_step_seconds, world_size, tuple(widths), global_batch, steps, timeout=timeout)[0]
