@@ -54,6 +54,21 @@ def test_points_table_matches_the_notebook_and_the_fixture_table():
     assert sorted(p.stem for p in FIXTURES.glob("*.py")) == sorted(EXPECTED["fixtures"])
 
 
+def test_the_grading_paragraph_states_the_notebooks_points():
+    import nbformat
+
+    cells = nbformat.read(str(SOLUTION), as_version=4).cells
+    text = " ".join(" ".join(cell.source for cell in cells).split())
+    stated = {"test_ring_reduce_scatter": "reduce-scatter ({} points)",
+              "test_ring_all_gather": "all-gather ({})",
+              "test_ring_all_reduce_values": "in place ({})",
+              "test_ring_all_reduce_traffic": "traffic ({}:",
+              "test_ring_all_reduce_no_collectives": "using no collective ({})",
+              "test_ring_all_reduce_no_deadlock": "deadlocking ({})"}
+    for grade_id, phrase in stated.items():
+        assert phrase.format(ch02_ring.POINTS[grade_id]) in text, (grade_id, phrase)
+
+
 @pytest.mark.slow
 def test_the_solution_earns_full_marks():
     points, messages = earned_points(ch02_ring.notebook_sources(SOLUTION))
