@@ -42,6 +42,7 @@ def all_notebooks() -> list[Path]:
     return sorted(SOURCE_DIR.glob("*/*.ipynb")) + released_notebooks()
 
 
+@pytest.mark.slow  # runs nbgrader generate_assignment on every chapter
 def test_notebooks_folder_is_exactly_a_fresh_release():
     with tempfile.TemporaryDirectory(prefix="course-release-check-") as scratch:
         fresh_dir = Path(scratch) / "notebooks"

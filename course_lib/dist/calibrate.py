@@ -175,11 +175,11 @@ def measure(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeout
     return {"sizes": sizes, **rank_zero}
 
 
-def back_to_back(operation, nbytes: int, block_bytes: int = 16 << 20):
-    """``operation`` repeated back to back until about ``block_bytes`` have been moved, as one timed
-    block, with the number of calls: as nccl-tests do, so the skew of the barrier that starts each
-    timing is spread over many calls instead of landing on one small one."""
-    calls = max(1, block_bytes // max(1, nbytes))
+def back_to_back(operation, nbytes: int, block_bytes: int = 16 << 20, max_calls: int = 32):
+    """``operation`` repeated back to back until about ``block_bytes`` have been moved (at most
+    ``max_calls`` times), as one timed block, with the number of calls: as nccl-tests do, so the skew of
+    the barrier that starts each timing is spread over many calls instead of landing on one small one."""
+    calls = min(max_calls, max(1, block_bytes // max(1, nbytes)))
 
     def block():
         for _ in range(calls):
