@@ -6,14 +6,12 @@ real counterpart of ``course_lib.sim.simulate_training_step(MLPSpec(widths), clu
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from .calibrate import interleaved_medians
 from .runner import run_ranks
 
 
@@ -41,18 +39,15 @@ def _ddp_step_seconds(rank: int, world_size: int, widths, global_batch: int, ste
     per_rank = global_batch // world_size
     inputs = torch.randn(per_rank, widths[0], generator=generator)
     targets = torch.randn(per_rank, widths[-1], generator=generator)
-    seconds = []
-    for _ in range(steps + 1):   # the first step allocates DDP's buckets: a warm-up, not counted
-        dist.barrier()
-        start = time.perf_counter()
+
+    def step():
         loss = nn.functional.mse_loss(model(inputs), targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()           # DDP all-reduces gradient buckets while backward goes on
         optimizer.step()
-        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)   # a step ends when its slowest rank does
-        seconds.append(elapsed.item())
-    return statistics.median(seconds[1:])
+
+    # A warm-up step first (it allocates DDP's buckets), then the slowest rank's median step.
+    return interleaved_medians([step], steps)[0]
 
 
 def measure_ddp_step(world_size: int, widths, global_batch: int, steps: int = 7,

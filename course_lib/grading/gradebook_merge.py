@@ -72,13 +72,13 @@ def merge_student(db_url: str, assignment: str, student: str, scores: dict[tuple
                 auto_score, manual = scores.get(key, (0.0, False))
                 review = review_all or key in review_cells
                 new_auto = None if auto_score is None else min(float(auto_score), grade.max_score)
-                reviewed = grade.manual_score is not None and grade.auto_score == new_auto
-                had_hand_score = grade.manual_score is not None
+                hand_score = grade.manual_score
+                reviewed = hand_score is not None and grade.auto_score == new_auto
                 grade.auto_score = new_auto
                 if not reviewed:
                     grade.manual_score = None
-                grade.needs_manual_grade = not reviewed and (manual or review or had_hand_score)
-                points = grade.manual_score if reviewed else grade.auto_score
+                grade.needs_manual_grade = not reviewed and (manual or review or hand_score is not None)
+                points = hand_score if reviewed else new_auto
                 merged.cells.append(CellScore(notebook.name, grade.cell.name, float(points or 0),
                                               float(grade.max_score), grade.needs_manual_grade))
         gb.db.commit()

@@ -79,7 +79,7 @@ def _child(student: StudentFunction, calls, write_fd: int) -> None:
             payload = encode(outcome)
         except Exception as error:
             payload = encode({"ok": False, "error": f"the function returned something that is not plain "
-                            f"data (numbers, tensors, lists, dicts): {error}"})
+                                                    f"data (numbers, tensors, lists, dicts): {error}"})
     except BaseException as error:  # noqa: B036  (SystemExit included: it is the student's failure)
         text = "".join(traceback.format_exception_only(type(error), error)).strip()
         payload = encode({"ok": False, "error": text, "traceback": traceback.format_exc()[-4000:]})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .checks import amount, whole
 from .timeline import Timeline
 
 SENDS, RECEIVES = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})
@@ -111,11 +112,8 @@ class RingPattern(StepPattern):
     """The ring rule on any number of ranks, computed step by step (never stored: 1024 ranks are cheap)."""
 
     def __init__(self, world_size: int, buffer_bytes: float):
-        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-            raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}")
-        if not 0 <= buffer_bytes < float("inf"):
-            raise ValueError(f"buffer_bytes must be a finite number of bytes >= 0, got {buffer_bytes!r}")
-        self.world_size, self.buffer_bytes = world_size, float(buffer_bytes)
+        self.world_size = whole("world_size", world_size)
+        self.buffer_bytes = amount("buffer_bytes", buffer_bytes, unit="bytes")
         self.num_steps = 2 * (world_size - 1)
         n, chunk = world_size, self.buffer_bytes / world_size
         self._messages = tuple((rank, (rank + 1) % n, chunk) for rank in range(n))
@@ -139,8 +137,7 @@ def traffic_pattern(logs, buffer_bytes: float, element_bytes: float = 0) -> Reco
     if [log.rank for log in logs] != list(range(len(logs))):
         raise ValueError(f"expected one log per rank in rank order 0..{len(logs) - 1}, got ranks "
                          f"{[log.rank for log in logs]}")
-    if not 0 < buffer_bytes < float("inf"):
-        raise ValueError(f"buffer_bytes must be the recorded buffer size in bytes, > 0; got {buffer_bytes!r}")
+    amount("buffer_bytes", buffer_bytes, positive=True, unit="bytes (the recorded buffer's size)")
     sends, receives, others = [], [], []
     for log in logs:
         sends.append([(e.peer, e.nbytes) for e in log.events if e.op in SENDS])
@@ -176,8 +173,8 @@ def replay_pattern(pattern: StepPattern, cluster, buffer_bytes: float | None = N
     if cluster.world_size != n:
         raise ValueError(f"the pattern has {n} ranks but the cluster {cluster.world_size}: scale a ring "
                          f"first with pattern.scaled_ring({cluster.world_size})")
-    if buffer_bytes is not None and not 0 <= buffer_bytes < float("inf"):
-        raise ValueError(f"buffer_bytes must be a finite number of bytes >= 0, got {buffer_bytes!r}")
+    if buffer_bytes is not None:
+        amount("buffer_bytes", buffer_bytes, unit="bytes")
     if buffer_bytes is not None and pattern.buffer_bytes == 0:
         raise ValueError("a pattern of an empty buffer cannot be rescaled to another size")
     scale = 1.0 if buffer_bytes is None else buffer_bytes / pattern.buffer_bytes
