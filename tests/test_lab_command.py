@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.jupyter_server import free_port, http_status, stop
+from tests.support.jupyter_server import free_port, http_status, stop, wait_until_answering
 
 ROOT = Path(__file__).resolve().parent.parent
 URL_PATTERN = re.compile(r"(http://127\.0\.0\.1:\d+)/lab\?token=([0-9a-f]+)")
@@ -31,7 +31,9 @@ def test_make_lab_serves_the_course_headless(tmp_path):
         assert match, f"make lab printed no URL with a token:\n{log_path.read_text()[-3000:]}"
         base, token = match.groups()
         assert base.endswith(f":{port}")
-        assert http_status(f"{base}/lab?token={token}") == 200
+        # The first page of a fresh JupyterLab can take longer than one request's timeout on a busy
+        # machine: ask again until it answers 200 (or the server exits, or a minute passes).
+        wait_until_answering(f"{base}/lab?token={token}", process, log_path, timeout=60)
         assert http_status(f"{base}/lab/tree/00_orientation/00_orientation.ipynb?token={token}") == 200
         assert http_status(f"{base}/api/contents/00_orientation?token={token}") == 200, \
             "JupyterLab should serve notebooks/ as its root"
