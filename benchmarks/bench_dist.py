@@ -18,9 +18,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from course_lib.dist import GLOO_SEGMENT_BYTES, calibrate, run_ranks
+from course_lib.dist import calibrate, predict_all_reduce, run_ranks
 from course_lib.dist.calibrate import LINK_SIZES, _all_reduce_block, _measure, interleaved_medians
-from course_lib.sim import collective_time
 
 RANKS = 4
 ALL_REDUCE_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20)
@@ -100,8 +99,7 @@ def bench_prediction(rounds: int) -> None:
         preset = calibrate(world_size, measurements={"sizes": LINK_SIZES, **_medians(calibration_rounds)})
         measured = [statistics.median(column) for column in zip(*all_reduce_rounds, strict=True)]
         for nbytes, seconds in zip(ALL_REDUCE_SIZES, measured, strict=True):
-            predicted = collective_time("all_reduce", nbytes, world_size, preset.intra_node, "ring",
-                                        segment_bytes=GLOO_SEGMENT_BYTES)
+            predicted = predict_all_reduce(preset, nbytes, world_size)
             ratio = predicted / seconds
             ok = abs(ratio - 1) <= TOLERANCE
             inside, total = inside + ok, total + 1

@@ -13,7 +13,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from course_lib.sim import HardwarePreset, Link
+from course_lib.sim import HardwarePreset, Link, collective_time
 
 from .runner import run_ranks
 
@@ -21,10 +21,16 @@ from .runner import run_ranks
 # (S/n) of the all-reduces the course predicts (1 MB to 64 MB on 2 to 4 ranks).
 LATENCY_PROBE_BYTES, LATENCY_REPETITIONS = 4 << 10, 31
 LINK_SIZES = (1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 25)
-MATMUL_SIZE = 256
+MATMUL_SIZE, MATMULS_PER_TIMING = 256, 8
 # gloo's ring all-reduce cuts every chunk into segments of at most 1 MiB (kMaxSegmentSize in
 # gloo/allreduce.h), at least two per chunk.
 GLOO_SEGMENT_BYTES = 1 << 20
+# It keeps two segments in flight (gloo/allreduce.cc), so one's latency can pass while the other
+# travels, but only if the ranks really run at once: when ranks take turns on a core, the latency is
+# time spent waiting for the core, which no segment in flight hides. Ranks that each get at least
+# RANKS_AT_ONCE_SHARE of the wall clock on a CPU while all spin together count as running at once.
+GLOO_SEGMENTS_IN_FLIGHT = 2
+RANKS_AT_ONCE_SHARE, CPU_SHARE_SPIN_SECONDS = 0.75, 0.02
 
 
 def _slowest_rank_seconds(operation) -> float:
@@ -100,11 +106,39 @@ def _measure(rank: int, world_size: int, sizes, repetitions: int) -> dict:
                                 + [_ping_pong(rank, n) for n in sizes], repetitions)
     largest = max(sizes)
     a, b = torch.zeros(largest // 4), torch.ones(largest // 4)
-    x, y = torch.randn(MATMUL_SIZE, MATMUL_SIZE), torch.randn(MATMUL_SIZE, MATMUL_SIZE)
-    reduce_s, matmul_s = interleaved_medians([lambda: a.add_(b), lambda: x @ y], repetitions)
+    reduce_s, matmul_s = interleaved_medians([lambda: a.add_(b), _matmuls()], repetitions)
     return {"ring": [t / steps for t in links[:len(sizes)]], "ping_pong": [t / 2 for t in links[len(sizes):]],
             "ring_latency": latency[0] / steps, "ping_pong_latency": latency[1] / 2,
-            "reduce": reduce_s / largest, "flops": 2 * MATMUL_SIZE**3 / matmul_s}
+            "reduce": reduce_s / largest, "flops": 2 * MATMUL_SIZE**3 * MATMULS_PER_TIMING / matmul_s,
+            "cpu_share": _cpu_share(repetitions)}
+
+
+def _cpu_share(repetitions: int) -> float:
+    """Median over ``repetitions`` of the smallest share of the wall clock that a rank spent on a CPU
+    while all ranks spun at once for ``CPU_SHARE_SPIN_SECONDS``: about 1 when every rank has a
+    hardware thread of its own, 1/2 when two ranks take turns on one."""
+    shares = []
+    for _ in range(repetitions):
+        dist.barrier()
+        wall, cpu = time.perf_counter(), time.process_time()
+        while time.perf_counter() - wall < CPU_SHARE_SPIN_SECONDS:
+            pass
+        share = torch.tensor([(time.process_time() - cpu) / (time.perf_counter() - wall)])
+        dist.all_reduce(share, op=dist.ReduceOp.MIN)
+        shares.append(share.item())
+    return statistics.median(shares)
+
+
+def _matmuls():
+    """A few float32 matmuls back to back: long enough that the skew of the barrier before each
+    timing is small beside them."""
+    x, y = torch.randn(MATMUL_SIZE, MATMUL_SIZE), torch.randn(MATMUL_SIZE, MATMUL_SIZE)
+
+    def run():
+        for _ in range(MATMULS_PER_TIMING):
+            x @ y
+
+    return run
 
 
 def fit_beta(sizes, seconds, alpha: float) -> float:
@@ -129,9 +163,10 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeo
               measurements: dict | None = None) -> HardwarePreset:
     """Measure this machine with ``world_size`` gloo ranks and return it as a simulator preset.
 
-    Predict gloo's all-reduce with it as gloo runs one, a ring whose chunks are cut into segments:
+    Predict gloo's all-reduce with it as gloo runs one, a ring whose chunks are cut into segments
+    with two in flight: ``predict_all_reduce(preset, nbytes, world_size)``, which is
     ``collective_time("all_reduce", nbytes, world_size, preset.intra_node,
-    segment_bytes=GLOO_SEGMENT_BYTES)``.
+    segment_bytes=GLOO_SEGMENT_BYTES, in_flight=preset.segments_in_flight)``.
 
     What is measured, and why: a quiet two-rank ping-pong overstates what each rank gets when N
     processes share a few cores and all talk at once. So the link is timed as a ring all-reduce loads
@@ -143,8 +178,12 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeo
     per-message overhead. 1/bandwidth is the least-squares slope over ``sizes`` with that alpha
     fixed. The local additions are not added to the link: gloo adds one segment while the next is
     in flight. The link depends on how many ranks share the cores: calibrate with the world size
-    you will predict for. FLOP/s is one rank's float32 256x256 matmul (one thread per rank, as in
-    run_ranks) while all ranks multiply together. Sizes are timed round-robin so a burst of other
+    you will predict for. FLOP/s is one rank's float32 256x256 matmuls (one thread per rank, as in
+    run_ranks) while all ranks multiply together. Whether the ranks run at once is measured too: all
+    spin together and each reports the share of the wall clock it spent on a CPU. Only if every rank
+    gets at least ``RANKS_AT_ONCE_SHARE`` can a segment's latency pass while another is in flight, so
+    only then is the preset's ``segments_in_flight`` gloo's 2 rather than 1 (4 ranks on 2 cores get
+    about half). Sizes are timed round-robin so a burst of other
     load hits all sizes alike. The ping-pong fit and the addition rate are kept in the preset's
     ``source`` for comparison. ``measurements`` (a dict from ``measure``) skips the measuring.
     """
@@ -155,13 +194,23 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeo
     beta = fit_beta(data["sizes"], data["ring"], alpha)
     ping_beta = fit_beta(data["sizes"], data["ping_pong"], ping_alpha)
     link = Link(latency=alpha, bandwidth=1.0 / beta)
+    share = data["cpu_share"]
+    in_flight = GLOO_SEGMENTS_IN_FLIGHT if share >= RANKS_AT_ONCE_SHARE else 1
     source = (f"measured with {world_size} gloo ranks on loopback, as a ring all-reduce loads the link: "
               f"alpha={alpha:.3g} s, {1 / beta / 1e9:.3g} GB/s; a quiet ping-pong gives "
               f"alpha={ping_alpha:.3g} s, {1 / ping_beta / 1e9:.3g} GB/s; local addition "
-              f"{1 / data['reduce'] / 1e9:.3g} GB/s; matmul {data['flops'] / 1e9:.3g} GFLOP/s per rank")
+              f"{1 / data['reduce'] / 1e9:.3g} GB/s; matmul {data['flops'] / 1e9:.3g} GFLOP/s per rank; "
+              f"each rank on a CPU {share:.0%} of the time, so {in_flight} segment(s) in flight")
     return HardwarePreset(name=f"this machine ({world_size} gloo ranks)", flops=data["flops"],
                           memory_bytes=_physical_memory() / world_size, intra_node=link, inter_node=link,
-                          source=source)
+                          source=source, segments_in_flight=in_flight)
+
+
+def predict_all_reduce(preset: HardwarePreset, nbytes: float, world_size: int) -> float:
+    """Seconds of one gloo all_reduce of ``nbytes`` predicted from a ``calibrate()`` preset: a ring in
+    segments of ``GLOO_SEGMENT_BYTES`` with the preset's ``segments_in_flight``, as gloo runs it."""
+    return collective_time("all_reduce", nbytes, world_size, preset.intra_node, "ring",
+                           segment_bytes=GLOO_SEGMENT_BYTES, in_flight=preset.segments_in_flight)
 
 
 def measure(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeout: float = 120) -> dict:

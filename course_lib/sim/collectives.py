@@ -103,15 +103,21 @@ def ring_segments(nbytes: float, world_size: int, segment_bytes: float) -> tuple
     return count, nbytes / count
 
 
-def _segmented_ring(op: str, s: float, n: int, a: float, bw: float, segment_bytes: float) -> float:
+def _segmented_ring(op: str, s: float, n: int, a: float, bw: float, segment_bytes: float,
+                    in_flight: int) -> float:
     count, segment = ring_segments(s, n, segment_bytes)
     messages = count * (n - 1) // n            # per phase: every segment but the rank's own chunk's
     phases = 2 if op == "all_reduce" else 1
-    return phases * messages * (a + segment / bw)
+    one = a + segment / bw
+    starting = min(messages, in_flight)        # sent before anything has arrived: each waits a latency
+    # Later segments travel while the ones ahead are still arriving: their latency is shared by the
+    # segments in flight, and a segment never takes less than its own transfer.
+    streaming = (messages - starting) * max(segment / bw, one / in_flight)
+    return phases * (starting * one + streaming)
 
 
 def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: str = "ring",
-                    segment_bytes: float | None = None) -> float:
+                    segment_bytes: float | None = None, in_flight: int = 1) -> float:
     """Seconds one collective takes on ``world_size`` ranks joined by ``link`` (a Link), in closed form.
 
     ring: 2(n-1)(a + S/(nB)) for all_reduce, (n-1)(a + S/(nB)) for reduce_scatter/all_gather;
@@ -121,6 +127,12 @@ def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: st
     ``segment_bytes`` (ring all_reduce, reduce_scatter, all_gather only) models a ring that cuts each
     chunk into segments, as gloo (1 MiB) and NCCL do to overlap reductions with transfers: the same
     bytes travel, but every segment pays the latency, so 2k(a + S/(cB)) for c segments, k = c(n-1)/n.
+
+    ``in_flight`` (with ``segment_bytes``): how many segments a rank keeps travelling at once. With 1,
+    each waits for the one before and pays the full latency, as above. With w > 1 (gloo keeps 2), the
+    first w of each phase still pay it, but every later one is sent while those ahead are arriving and
+    costs max(S/(cB), (a + S/(cB)) / w): a ring of large segments runs at the link's bandwidth.
+    Latency only overlaps when the ranks really run at once; ``calibrate()`` measures whether they do.
     """
     _check(op, nbytes, world_size, algorithm)
     check_link(link)
@@ -129,12 +141,16 @@ def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: st
             raise ValueError(f"segment_bytes applies to the ring's {', '.join(SEGMENTED_OPS)}; got "
                              f"op={op!r}, algorithm={algorithm!r}: leave segment_bytes=None for this one")
         segment_bytes = amount("segment_bytes", segment_bytes, positive=True)
+    in_flight = whole("in_flight", in_flight, hint=": the number of segments a rank keeps travelling at once")
+    if in_flight > 1 and segment_bytes is None:
+        raise ValueError(f"in_flight={in_flight} needs segment_bytes: only a ring cut into segments has "
+                         f"several in flight; pass segment_bytes=... or leave in_flight=1")
     n = world_size
     if n == 1:
         return 0.0
     a, bw = link.latency, link.bandwidth
     if algorithm == "ring" and segment_bytes is not None:
-        return _segmented_ring(op, nbytes, n, a, bw, segment_bytes)
+        return _segmented_ring(op, nbytes, n, a, bw, segment_bytes, in_flight)
     if algorithm == "ring":
         return _ring(op, nbytes, n, a, bw)
     if algorithm == "parameter_server":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .checks import amount
+from .checks import amount, whole
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,9 @@ class HardwarePreset:
     inter_node: Link             # node to node (InfiniBand, Ethernet, ...)
     source: str = "measured"     # where the numbers come from: a data sheet, a paper, or "measured"
     peak_flops: float | None = None  # data-sheet peak, the denominator of MFU; None: same as flops
+    # Segments of a segmented ring that travel at once with their latencies overlapping (the
+    # collective_time in_flight argument): 1 unless measured, as calibrate() does.
+    segments_in_flight: int = 1
 
     def __post_init__(self):
         amount(f"preset {self.name!r}: flops", self.flops, positive=True, unit="FLOP/s")
@@ -48,6 +51,7 @@ class HardwarePreset:
                                  f"got {getattr(self, name)!r}")
         if self.peak_flops is not None:
             amount(f"preset {self.name!r}: peak_flops", self.peak_flops, positive=True, unit="FLOP/s")
+        whole(f"preset {self.name!r}: segments_in_flight", self.segments_in_flight)
         if self.peak_flops is not None and self.peak_flops < self.flops:
             raise ValueError(f"preset {self.name!r}: peak_flops ({self.peak_flops:g}) is below the "
                              f"sustained flops ({self.flops:g}); peak must be >= sustained")

@@ -148,6 +148,35 @@ def test_segments_move_the_same_bytes_and_cost_at_least_the_plain_ring(nbytes, n
         collective_time("all_reduce", nbytes, n, LINK) * (1 - 1e-12)
 
 
+# Two in flight: 28 segments per phase as above; the first two pay alpha + 0.25 ms, the other 26 only
+# their 0.25 ms (a latency of 10 us is far below a transfer, so it hides completely).
+def test_segments_in_flight_hide_the_latency_of_all_but_the_first_by_hand():
+    assert math.isclose(collective_time("all_reduce", S, N, LINK, segment_bytes=0.25e6, in_flight=2),
+                        2 * (2 * (1e-5 + 0.25e-3) + 26 * 0.25e-3))
+    assert math.isclose(collective_time("all_reduce", S, N, LINK, segment_bytes=0.25e6, in_flight=1),
+                        collective_time("all_reduce", S, N, LINK, segment_bytes=0.25e6))
+    # a latency longer than two transfers is shared by the two in flight: (1 ms + 0.25 ms) / 2 each
+    slow = Link(latency=1e-3, bandwidth=B)
+    assert math.isclose(collective_time("reduce_scatter", S, N, slow, segment_bytes=0.25e6, in_flight=2),
+                        2 * 1.25e-3 + 26 * 1.25e-3 / 2)
+
+
+@given(st.floats(1e3, 1e10), st.integers(2, 64), st.floats(1e3, 1e8), st.integers(2, 8))
+def test_more_in_flight_never_costs_more_nor_less_than_the_bytes(nbytes, n, segment, in_flight):
+    serial = collective_time("all_reduce", nbytes, n, LINK, segment_bytes=segment)
+    overlapped = collective_time("all_reduce", nbytes, n, LINK, segment_bytes=segment, in_flight=in_flight)
+    bytes_only = collective_time("all_reduce", nbytes, n, Link(latency=0.0, bandwidth=B))
+    assert bytes_only * (1 - 1e-12) <= overlapped <= serial * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("bad, match", [(dict(in_flight=0), "in_flight"), (dict(in_flight=1.5), "in_flight"),
+                                        (dict(in_flight=2, segment_bytes=None), "needs segment_bytes")])
+def test_in_flight_refused_where_it_means_nothing(bad, match):
+    args = dict(segment_bytes=0.25e6) | bad
+    with pytest.raises(ValueError, match=match):
+        collective_time("all_reduce", S, N, LINK, **args)
+
+
 @pytest.mark.parametrize("op, algorithm, segment", [
     ("broadcast", "ring", 1e6), ("all_reduce", "tree", 1e6), ("all_reduce", "ring", 0),
     ("all_reduce", "ring", float("nan")),
