@@ -14,4 +14,5 @@ from .traffic import COLLECTIVES, POINT_TO_POINT, TrafficEvent, TrafficLog, reco
 
 __all__ = ["COLLECTIVES", "GLOO_SEGMENT_BYTES", "POINT_TO_POINT", "ForbiddenCallError", "RankFailure",
            "RanksHungError", "TrafficEvent", "TrafficLog", "calibrate", "current_device", "make_wide_mlp",
-           "measure_all_reduce", "measure_ddp_step", "predict_all_reduce", "record_traffic", "run_ranks", "traffic_timeline"]
+           "measure_all_reduce", "measure_ddp_step", "predict_all_reduce", "record_traffic", "run_ranks",
+           "traffic_timeline"]
