@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from course_lib.dist import calibrate, predict_all_reduce, run_ranks
-from course_lib.dist.calibrate import LINK_SIZES, _all_reduce_block, _measure, interleaved_medians
+from course_lib.dist.calibrate import LINK_SIZES, _all_reduce_block, _measure, per_call_medians
 
 RANKS = 4
 ALL_REDUCE_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20)
@@ -73,8 +73,7 @@ def _calibrate_and_measure(rank, world_size, rounds):
     calibration_rounds, all_reduce_rounds = [], []
     for _ in range(rounds):
         calibration_rounds.append(_measure(rank, world_size, LINK_SIZES, 1))
-        seconds = interleaved_medians([block for block, _ in blocks], 1)
-        all_reduce_rounds.append([t / calls for t, (_, calls) in zip(seconds, blocks, strict=True)])
+        all_reduce_rounds.append(per_call_medians(blocks, 1))
     return calibration_rounds, all_reduce_rounds
 
 

@@ -133,10 +133,14 @@ def _matmuls():
     """A few float32 matmuls back to back: long enough that the skew of the barrier before each
     timing is small beside them."""
     x, y = torch.randn(MATMUL_SIZE, MATMUL_SIZE), torch.randn(MATMUL_SIZE, MATMUL_SIZE)
+    return _repeated(lambda: x @ y, MATMULS_PER_TIMING)
 
+
+def _repeated(operation, times: int):
+    """One call that runs ``operation`` ``times`` times in a row."""
     def run():
-        for _ in range(MATMULS_PER_TIMING):
-            x @ y
+        for _ in range(times):
+            operation()
 
     return run
 
@@ -229,12 +233,7 @@ def back_to_back(operation, nbytes: int, block_bytes: int = 16 << 20, max_calls:
     ``max_calls`` times), as one timed block, with the number of calls: as nccl-tests do, so the skew of
     the barrier that starts each timing is spread over many calls instead of landing on one small one."""
     calls = min(max_calls, max(1, block_bytes // max(1, nbytes)))
-
-    def block():
-        for _ in range(calls):
-            operation()
-
-    return block, calls
+    return _repeated(operation, calls), calls
 
 
 def _all_reduce_block(nbytes: int):
@@ -242,10 +241,14 @@ def _all_reduce_block(nbytes: int):
     return back_to_back(lambda: dist.all_reduce(tensor), nbytes)
 
 
-def _all_reduce_times(rank: int, world_size: int, sizes, repetitions: int) -> list[float]:
-    blocks = [_all_reduce_block(nbytes) for nbytes in sizes]
+def per_call_medians(blocks: list, repetitions: int) -> list[float]:
+    """Median seconds of one call in each ``back_to_back`` block, the blocks timed round-robin."""
     medians = interleaved_medians([block for block, _ in blocks], repetitions)
     return [seconds / calls for seconds, (_, calls) in zip(medians, blocks, strict=True)]
+
+
+def _all_reduce_times(rank: int, world_size: int, sizes, repetitions: int) -> list[float]:
+    return per_call_medians([_all_reduce_block(nbytes) for nbytes in sizes], repetitions)
 
 
 def measure_all_reduce(world_size: int, sizes, repetitions: int = 5, timeout: float = 120) -> list[float]:

@@ -51,7 +51,7 @@ __all__ = [
     "collective_timeline", "COURSE_MLP", "Event", "get_preset", "GPT3_175B", "H100", "HardwarePreset",
     "LAPTOP_CPU", "Link", "LLAMA3_405B", "LLAMA3_70B", "LLAMA3_8B", "make_cluster", "memory_per_device",
     "MemoryBreakdown", "MLPSpec", "MODELS", "OPS", "OutOfMemoryError", "parameter_server_timeline",
-    "pipeline_schedule", "ring_segments", "preset_from_measurements", "PRESETS", "ring_timeline", "Schedule",
+    "pipeline_schedule", "preset_from_measurements", "PRESETS", "ring_segments", "ring_timeline", "Schedule",
     "search_layouts", "seed_0d", "seed_1d", "simulate_pipeline", "simulate_training_step",
     "simulated_gpus", "SimulatedGPU", "SimulatedNetwork", "StepConfig", "StepReport", "STRATEGIES",
     "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
