@@ -7,9 +7,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.course-setup-done
 KERNEL := distributed-course
 
-# Where pip may also look for PyTorch, e.g. `make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu`
-# for the CPU-only build on a Linux machine without a GPU (PyPI's Linux build bundles CUDA: gigabytes).
-TORCH_INDEX ?=
+# Where pip may also look for PyTorch. "auto" (tools/torch_index.py): PyTorch's CPU build on a Linux
+# x86-64 machine without an NVIDIA GPU, whose PyPI build bundles CUDA (gigabytes), when that index
+# answers; PyPI otherwise. `make lab TORCH_INDEX=` forces PyPI, `TORCH_INDEX=<url>` another index.
+TORCH_INDEX ?= auto
 
 # JupyterLab options: override on the command line, e.g. `make lab PORT=9999 IP=0.0.0.0`.
 PORT ?= 8888
@@ -45,7 +46,8 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python 3.11 or newer: run make PYTHON=python3.11 ..."'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),) -e .
+	index=$$($(PYTHON) tools/torch_index.py "$(TORCH_INDEX)") && \
+		$(BIN)/python -m pip install --quiet $${index:+--extra-index-url "$$index"} -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3 (distributed course)"
 	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter-widgets/jupyterlab-manager @jupyter/nbgrader >/dev/null
 	touch $(STAMP)
