@@ -47,7 +47,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	index=$$($(PYTHON) tools/torch_index.py "$(TORCH_INDEX)") && \
-		$(BIN)/python -m pip install --quiet $${index:+--extra-index-url "$$index"} -e .
+		$(BIN)/python -m pip install --quiet $${index:+--extra-index-url "$$index"} -e '.[test]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3 (distributed course)"
 	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter-widgets/jupyterlab-manager @jupyter/nbgrader >/dev/null
 	touch $(STAMP)

@@ -44,6 +44,18 @@ def test_same_version_floors():
             f"{environment[name].specifier}; give both the same lower bound")
 
 
+def test_runtime_environment_leaves_the_test_tools_out():
+    test_tools = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    shipped = set(environment_requirements()) & {Requirement(r).name.lower() for r in test_tools}
+    assert not shipped, f"environment.yml installs test tools a site's runtime does not need: {sorted(shipped)}"
+
+
+def test_cuda_advice_keeps_pypi():
+    text = (ROOT / "environment.yml").read_text()
+    assert "--extra-index-url" in text
+    assert "add `--index-url" not in text, "--index-url replaces PyPI: advise --extra-index-url"
+
+
 def test_environment_installs_the_course_package_and_python_311():
     environment = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert "python=3.11" in environment["dependencies"]
