@@ -45,9 +45,10 @@ def test_same_version_floors():
 
 
 def test_runtime_environment_leaves_the_test_tools_out():
-    test_tools = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
-    shipped = set(environment_requirements()) & {Requirement(r).name.lower() for r in test_tools}
-    assert not shipped, f"environment.yml installs test tools a site's runtime does not need: {sorted(shipped)}"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    test_tools = {Requirement(r).name.lower() for r in project["optional-dependencies"]["test"]}
+    shipped = sorted(set(environment_requirements()) & test_tools)
+    assert not shipped, f"environment.yml installs test tools a site's runtime does not need: {shipped}"
 
 
 def test_cuda_advice_keeps_pypi():
