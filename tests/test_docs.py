@@ -1,0 +1,61 @@
+"""The front door and the guides stay true: every relative link resolves (anchors too), every `make`
+target they name exists, and README.md stays a page with its audience router on the first screen."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "README.md",
+               *(ROOT / "docs").glob("*.md")])
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+CODE = re.compile(r"```.*?```|`[^`\n]+`", re.S)
+MAKE_CALL = re.compile(r"(?:^|[\s;&|(`])make\s+((?:[A-Z_]+=\S*\s+)*)([a-z][a-z0-9-]*)", re.M)
+
+
+def makefile_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text()
+    return set(re.findall(r"^([a-z][a-z0-9-]*)\s*:(?!=)", text, re.M))
+
+
+def heading_anchors(markdown: Path) -> set[str]:
+    """GitHub's anchors: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+\s+(.*)$", markdown.read_text(), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(doc):
+    broken = []
+    for target in LINK.findall(doc.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue                                   # https:, mailto:
+        path, _, anchor = target.partition("#")
+        resolved = (doc.parent / path).resolve() if path else doc
+        if not resolved.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and resolved.suffix == ".md" and anchor not in heading_anchors(resolved):
+            broken.append(f"{target} (no heading #{anchor})")
+    assert not broken, f"{doc.relative_to(ROOT)} links to: {broken}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_named_make_targets_exist(doc):
+    code = "\n".join(CODE.findall(doc.read_text()))
+    named = {target for _, target in MAKE_CALL.findall(code)}
+    missing = sorted(named - makefile_targets())
+    assert not missing, f"{doc.relative_to(ROOT)} names make targets the Makefile lacks: {missing}"
+
+
+def test_there_are_guides_to_check():
+    assert {p.name for p in (ROOT / "docs").glob("*.md")} >= {"students.md", "hpc-admins.md", "grading.md"}
+
+
+def test_readme_is_a_page_with_the_router_on_its_first_screen():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) < 150, f"README.md has {len(lines)} lines; move detail into docs/"
+    first_screen = "\n".join(lines[:50])
+    for audience in ("student", "instructor", "HPC staff", "contributor"):
+        assert audience in first_screen, f"README's first screen does not route the {audience}"
+    assert "make lab" in first_screen and "make test" in first_screen
