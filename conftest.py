@@ -14,7 +14,7 @@ import pytest
 SYSTEM_REQUIREMENTS = {
     "slurm": (["slurmctld", "slurmd", "munged", "sbatch", "shellcheck", "ruby"],
               "apt-get install slurm-wlm munge shellcheck ruby (as root)"),
-    "browser": (["chromium"], "apt-get install chromium chromium-driver"),
+    "browser": (["chromium"], "apt-get install chromium"),
 }
 MISSING_PREFIX = "missing system dependency"
 

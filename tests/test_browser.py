@@ -35,7 +35,7 @@ KERNEL_IDLE_JS = """() => {
 def launch_chromium(playwright):
     executable = shutil.which(CHROMIUM)
     if executable is None:
-        skip_or_fail(f"{CHROMIUM} not found; install with: apt-get install chromium chromium-driver")
+        skip_or_fail(f"{CHROMIUM} not found; install with: apt-get install chromium")
     return playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
 
 
