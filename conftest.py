@@ -15,6 +15,7 @@ SYSTEM_REQUIREMENTS = {
     "slurm": (["slurmctld", "slurmd", "munged", "sbatch", "shellcheck", "ruby"],
               "apt-get install slurm-wlm munge shellcheck ruby (as root)"),
     "browser": (["chromium"], "apt-get install chromium"),
+    "portal": (["apache2"], "apt-get install apache2 (Debian's Apache httpd, as root)"),
 }
 MISSING_PREFIX = "missing system dependency"
 

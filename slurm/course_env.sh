@@ -74,14 +74,17 @@ fi
 source "$COURSE_DIR/slurm/modules.sh"
 course_load_modules "${COURSE_MODULES:-}" || exit 1
 
-# Activates the conda env named in environment.yml (or COURSE_CONDA_ENV) in this shell.
+# Activates the conda env named in environment.yml (or COURSE_CONDA_ENV) in this shell; status 1
+# when there is no conda or no env name, and the job ends with conda's reason when activation fails.
 course_activate_conda() {
     local env_name="${COURSE_CONDA_ENV:-}"
     if [[ -z "$env_name" && -f "$COURSE_DIR/environment.yml" ]]; then
         env_name="$(awk -F': *' '/^name:/ {print $2; exit}' "$COURSE_DIR/environment.yml")"
     fi
     [[ -n "$env_name" ]] && command -v conda >/dev/null 2>&1 || return 1
-    eval "$(conda shell.bash hook)" && conda activate "$env_name" >/dev/null 2>&1
+    course_activate_conda_env "$env_name" ||
+        course_die "the course's conda env '$env_name' could not be activated (see above); create it with" \
+            "'conda env create -f environment.yml' in $COURSE_DIR, or set COURSE_CONDA_ENV/COURSE_PYTHON"
 }
 
 if [[ -z "${COURSE_PYTHON:-}" ]]; then
@@ -159,8 +162,13 @@ course_launch() {
         echo "target $target, $COURSE_NNODES node(s) x $COURSE_PROCS_PER_NODE rank(s) = $world_size, backend $COURSE_BACKEND"
         echo "rendezvous $MASTER_ADDR:$MASTER_PORT, python $COURSE_PYTHON, output $COURSE_RUN_DIR"
     } | tee "$COURSE_RUN_DIR/setup.txt"
+    # A step inherits the job's per-task requests (a job sent with --gpus-per-task=1 exports
+    # SLURM_GPUS_PER_TASK=1), but this step runs one task per node that needs all the node's GPUs:
+    # ask for them explicitly.
+    local gpus=()
+    ((COURSE_GPUS_PER_NODE > 0)) && gpus=(--gpus-per-task="$COURSE_GPUS_PER_NODE")
     srun --nodes="$COURSE_NNODES" --ntasks="$COURSE_NNODES" --ntasks-per-node=1 \
-        --cpus-per-task="${SLURM_CPUS_ON_NODE:-1}" --kill-on-bad-exit=1 \
+        --cpus-per-task="${SLURM_CPUS_ON_NODE:-1}" "${gpus[@]}" --kill-on-bad-exit=1 \
         "$COURSE_PYTHON" -m torch.distributed.run \
         --nnodes="$COURSE_NNODES" --nproc-per-node="$COURSE_PROCS_PER_NODE" \
         --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$SLURM_JOB_ID" \

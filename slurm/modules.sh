@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Sourced by slurm/course_env.sh and by the Open OnDemand app's script.sh: `course_load_modules "a b"`
-# makes the `module` command exist in a non-interactive batch shell, then loads the modules.
+# makes the `module` command exist in a non-interactive batch shell, then loads the modules;
+# `course_activate_conda_env NAME` activates a conda env there.
 #
 # Batch shells read no login profile, so `module` (Lmod or Environment Modules) is often undefined
 # in them: the first init script found below defines it. COURSE_MODULE_INIT names a site's own.
@@ -44,6 +45,25 @@ course_load_modules() {
             echo "error: module load $modules failed" >&2
             status=1
         }
+    fi
+    ((nounset)) && set -u
+    return "$status"
+}
+
+# `course_activate_conda_env NAME_OR_PATH`: conda's shell hook, then `conda activate`, in this shell.
+# Activation scripts of conda packages often read unset variables, which under `set -u` would end
+# the whole batch shell without a word: `set -u` is relaxed meanwhile, as for `module` above, and
+# conda's own message stays visible. Status 1, with the reason, when activation fails.
+course_activate_conda_env() {
+    local env_name="${1:?usage: course_activate_conda_env NAME_OR_PATH}" nounset=0 status=0 hook
+    [[ $- == *u* ]] && nounset=1
+    set +u
+    if ! hook="$(conda shell.bash hook)"; then
+        echo "error: 'conda shell.bash hook' failed (see above): is conda installed and its module loaded?" >&2
+        status=1
+    elif ! eval "$hook" || ! conda activate "$env_name" >/dev/null; then
+        echo "error: conda activate $env_name failed (conda's message is above)" >&2
+        status=1
     fi
     ((nounset)) && set -u
     return "$status"

@@ -24,6 +24,9 @@
 # Fail at once, with instructions, when a job was submitted without --account.
 # COURSE_REQUIRE_ACCOUNT=1
 
-# NCCL tuning for this site's network (left to NCCL's defaults when unset).
+# The network interface for the ranks' traffic (left to the libraries' defaults when unset): NCCL's
+# for GPU jobs, and gloo's (PyTorch's CPU backend, used by the CPU-only multi-node runs) beside it,
+# since a node's first interface is often one the other nodes cannot reach.
 # export NCCL_SOCKET_IFNAME=ib0
+# export GLOO_SOCKET_IFNAME=ib0
 # export NCCL_IB_HCA=mlx5

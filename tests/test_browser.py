@@ -32,11 +32,11 @@ KERNEL_IDLE_JS = """() => {
 }"""
 
 
-def launch_chromium(playwright):
+def launch_chromium(playwright, args: list[str] = CHROMIUM_ARGS):
     executable = shutil.which(CHROMIUM)
     if executable is None:
         skip_or_fail(f"{CHROMIUM} not found; install with: apt-get install chromium")
-    return playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+    return playwright.chromium.launch(executable_path=executable, headless=True, args=args)
 
 
 def wait_for_idle_kernel(page, seconds: float = 90) -> None:

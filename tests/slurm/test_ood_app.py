@@ -5,16 +5,12 @@ port, with the generated password, and offer the course kernel.
 
 from __future__ import annotations
 
-import http.cookiejar
 import json
 import os
 import re
 import shutil
 import subprocess
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,34 +18,17 @@ import yaml
 
 from conftest import skip_or_fail
 from tests.slurm.cluster import REPO
-
-APP = REPO / "slurm" / "ood"
-RENDERER = Path(__file__).with_name("ood_render.rb")
-JOB_WRAPPER = Path(__file__).with_name("ood_job_wrapper.sh")
-
-
-def form_values(working_dir: Path, num_gpus: int) -> dict:
-    return {"bc_account": "", "bc_queue": "", "num_cores": "2", "num_gpus": str(num_gpus),
-            "bc_num_hours": "1", "working_dir": str(working_dir), "course_dir": str(REPO), "modules": "",
-            "bc_email_on_started": "0",
-            # connection values the dashboard passes to view.html.erb
-            "host": "node01", "port": "8123", "password": "s3cret"}
-
-
-def render(values: dict, out_dir: Path) -> Path:
-    if shutil.which("ruby") is None:
-        skip_or_fail("ruby not found; install with: apt-get install ruby")
-    values_file = out_dir / "values.json"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    values_file.write_text(json.dumps(values))
-    result = subprocess.run(["ruby", str(RENDERER), str(APP), str(out_dir), str(values_file)],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    return out_dir
-
-
-def native_arguments(rendered: Path) -> list[str]:
-    return yaml.safe_load((rendered / "submit.yml").read_text())["script"]["native"]
+from tests.slurm.ood_app import (
+    JOB_WRAPPER,
+    PORTAL_ORIGIN,
+    browser,
+    form_values,
+    native_arguments,
+    open_url,
+    render,
+    submit_session,
+    wait_for_connection_file,
+)
 
 
 @pytest.mark.slurm
@@ -57,16 +36,17 @@ def test_templates_render_to_valid_submission_and_scripts(tmp_path):
     cpu = render(form_values(tmp_path, num_gpus=0), tmp_path / "cpu")
     gpu = render(form_values(tmp_path, num_gpus=2), tmp_path / "gpu")
     assert yaml.safe_load((cpu / "submit.yml").read_text())["batch_connect"]["template"] == "basic"
-    assert native_arguments(cpu) == ["--nodes=1", "--ntasks=1", "--cpus-per-task=2"]
+    assert native_arguments(cpu) == ["--nodes=1", "--ntasks=1", "--cpus-per-task=2", "--mem=2G"]
     assert native_arguments(gpu) == [*native_arguments(cpu), "--gpus-per-node=2"]
 
     script = (cpu / "template" / "script.sh").read_text()
     assert "NotebookApp" not in script and "ServerApp.base_url" in script
-    assert "IdentityProvider.token" in script and "PasswordIdentityProvider.hashed_password" in script
+    assert "PasswordIdentityProvider.hashed_password" in script and "ServerApp.allow_origin" in script
     assert f"COURSE_DIR={REPO}" in script and "NUM_GPUS=0" in script
+    assert f"PORTAL_ORIGINS={PORTAL_ORIGIN}" in script
     executable = (cpu / "template" / "script.sh").stat().st_mode & 0o111
     assert executable, "OnDemand forks script.sh: it must be executable"
-    assert 'href="/node/node01/8123/lab?token=s3cret"' in (cpu / "view.html").read_text()
+    assert (cpu / "template" / "portal_login.py").exists(), "the login handler is staged with the session"
     for name in ("before.sh", "script.sh", "after.sh"):
         syntax = subprocess.run(["bash", "-n", str(cpu / "template" / name)], capture_output=True, text=True)
         assert syntax.returncode == 0, f"{name}: {syntax.stderr}"
@@ -80,7 +60,7 @@ def test_templates_render_to_valid_submission_and_scripts(tmp_path):
 @pytest.mark.slurm
 def test_script_defines_module_and_loads_the_modules_in_a_batch_shell(tmp_path):
     """A batch shell reads no profile, so script.sh must set up `module` itself (slurm/modules.sh)."""
-    values = dict(form_values(tmp_path / "no such folder", num_gpus=0), modules="fake/1.0 other/2")
+    values = form_values(tmp_path / "no such folder", modules="fake/1.0 other/2")
     staged = render(values, tmp_path / "session") / "template"
     log, init = tmp_path / "modules.log", tmp_path / "lmod-init.sh"
     init.write_text(f'module() {{ echo "module $*" >>{log}; }}\n')
@@ -124,66 +104,47 @@ def test_session_fails_when_jupyterlab_does_not_listen(tmp_path, stand_in, messa
         assert not Path(f"/proc/{pid}").exists(), "clean_up must stop script.sh"
 
 
-def open_url(opener, url: str, data: dict | None = None) -> tuple[int, str, bytes]:
-    body = urllib.parse.urlencode(data).encode() if data is not None else None
-    try:
-        with opener.open(url, data=body, timeout=20) as response:
-            return response.status, response.geturl(), response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, url, error.read()
-
-
-def browser():
-    jar = http.cookiejar.CookieJar()
-    return urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar)), jar
-
-
-def wait_for_connection_file(local_slurm, job_id: str, staged: Path, timeout: float = 150) -> dict:
-    """connection.yml appears once JupyterLab listens (after.sh waits for the port)."""
-    deadline = time.monotonic() + timeout
-    connection = staged / "connection.yml"
-    while not connection.exists():
-        state = local_slurm.job_fields(job_id).get("JobState")
-        if state not in {"PENDING", "RUNNING", "CONFIGURING"} or time.monotonic() > deadline:
-            output = local_slurm.wait(job_id, timeout=5) if state != "RUNNING" else None
-            log = output.output if output else ""
-            pytest.fail(f"no connection.yml from job {job_id} ({state}):\n{log}")
-        time.sleep(0.5)
-    time.sleep(0.2)  # written in one printf; let it land
-    return yaml.safe_load(connection.read_text())
-
-
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_session_serves_jupyterlab_with_the_generated_password(local_slurm, tmp_path):
     working_dir = tmp_path / "my notebooks"
-    working_dir.mkdir()
-    (working_dir / "hello.txt").write_text("hi")
-    rendered = render(form_values(working_dir, num_gpus=0), tmp_path / "session")
+    (working_dir / "00_orientation").mkdir(parents=True)
+    answers = working_dir / "00_orientation" / "00_orientation.ipynb"
+    answers.write_text("my answers")
+    rendered = render(form_values(working_dir), tmp_path / "session")
     staged = rendered / "template"
-    hours = int(form_values(working_dir, 0)["bc_num_hours"])
-    job_id = local_slurm.submit(JOB_WRAPPER, *native_arguments(rendered), f"--time={hours * 60}",
-                                f"--output={rendered}/output.log", cwd=tmp_path, script_args=(str(staged),))
+    job_id = submit_session(local_slurm, rendered, tmp_path)
     try:
         connection = wait_for_connection_file(local_slurm, job_id, staged)
         host, port, password = connection["host"], int(connection["port"]), str(connection["password"])
         assert re.fullmatch(r"[A-Za-z0-9]{32}", password), "before.sh must generate a 32-character password"
         base = f"http://127.0.0.1:{port}/node/{host}/{port}/"
+        portal, elsewhere = {"Origin": PORTAL_ORIGIN}, {"Origin": "https://evil.example.com"}
 
         stranger, _ = browser()
         assert open_url(stranger, base + "api/contents")[0] == 403
-        assert open_url(stranger, base + "lab?token=wrong-password")[1].startswith(base + "login")
+        assert open_url(stranger, base + f"lab?token={password}")[1].startswith(base + "login"), \
+            "the password must not work as a token in a URL"
+        # Another site's page cannot post the login form without Jupyter's _xsrf, even knowing it
+        # (Jupyter answers a cross-origin post 404).
+        assert open_url(stranger, base + "login", {"password": password}, elsewhere)[0] in {403, 404}
+        assert open_url(stranger, base + "api/contents")[0] == 403
 
-        # The dashboard's Connect link: the password as token logs the browser in.
+        # The dashboard's Connect button: the password posted from the portal's page logs in.
         student, _ = browser()
-        assert open_url(student, base + f"lab?token={password}")[0] == 200
+        status, landed, _ = open_url(student, base + "login", {"password": password}, portal)
+        assert status == 200 and landed.startswith(base + "lab"), landed
+        assert open_url(browser()[0], base + "login", {"password": "wrong"}, portal)[0] == 401
         status, _, body = open_url(student, base + "api/kernelspecs")
         kernels = json.loads(body)
         assert status == 200 and kernels["default"] == "distributed-course", kernels
         spec = kernels["kernelspecs"]["distributed-course"]["spec"]
         assert spec["display_name"] == "Python 3 (distributed course)"
+        # First launch: the released chapters it lacked were copied; the student's own one was kept.
         status, _, body = open_url(student, base + "api/contents")
-        assert status == 200 and [item["name"] for item in json.loads(body)["content"]] == ["hello.txt"]
+        released = sorted(path.name for path in (REPO / "notebooks").iterdir() if path.is_dir())
+        assert status == 200 and sorted(item["name"] for item in json.loads(body)["content"]) == released
+        assert answers.read_text() == "my answers"
 
         # The password typed into Jupyter's own login form works too (with its XSRF cookie).
         typist, jar = browser()
