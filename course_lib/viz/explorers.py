@@ -6,13 +6,16 @@ Each returns a widget; move a control and the simulator recomputes and redraws i
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from course_lib import sim
 
 from .layout import plot_placement
 from .memory import plot_memory
+from .style import COLORS
 from .timeline import plot_timeline
-from .widgets_common import choice, explorer, slider
+from .widgets_common import RenderedFigure, choice, explorer, slider
 
 GPT_1B = sim.TransformerSpec(24, 2048, 16, 2048, 50257, name="GPT 1.3B")
 POWERS = [2**i for i in range(11)]
@@ -56,6 +59,37 @@ def data_parallel_explorer(model=GPT_1B, gpus_per_node: int = 8):
                     f"Data parallel scaling of {model.name}")
 
 
+def _pipeline_canvas():
+    """One figure for every redraw, its legend drawn once: a slider move only swaps the bars."""
+    figure = Figure(figsize=(10, 4.2))
+    figure.subplots_adjust(left=0.09, right=0.86, bottom=0.13, top=0.92)
+    ax = figure.add_subplot()
+    ax.legend(handles=[Patch(color=COLORS[k], label=k) for k in ("forward", "backward", "comm", "idle")],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+    return figure, ax
+
+
+def _redraw_pipeline(ax, timeline) -> None:
+    """The bars of ``timeline``, one collection per colour (plot_timeline redoes axes and layout: slower)."""
+    for collection in list(ax.collections):
+        collection.remove()
+    spans: dict = {}
+    for y, lane in enumerate(timeline.lanes):
+        spans.setdefault((COLORS["idle"], (y - 0.4, 0.8)), []).append((0, timeline.makespan))
+        for start, end, kind, _, meta in lane:
+            phase = "comm" if kind == "comm" else "forward" if meta["phase"] == "F" else "backward"
+            color = COLORS[phase]
+            box = (y + 0.12, 0.28) if kind == "comm" else (y - 0.4, 0.5)
+            spans.setdefault((color, box), []).append((start, end - start))
+    for (color, box), bars in spans.items():
+        ax.broken_barh(bars, box, color=color, linewidth=0)
+    ax.set_yticks(range(len(timeline.lanes)), timeline.lane_names)
+    ax.set_ylim(len(timeline.lanes) - 0.5, -0.5)
+    ax.set_xlim(0, timeline.makespan)
+    ax.set_xlabel("time (forward of one micro-batch through one stage = 1)")
+    ax.set_title(timeline.title, fontsize=10)
+
+
 def pipeline_explorer():
     """GPipe, 1F1B and interleaved 1F1B: bubble, makespan and activations held, as a timeline."""
     kind = choice("schedule", list(sim.pipeline.KINDS), "1f1b")
@@ -63,20 +97,23 @@ def pipeline_explorer():
     micro = slider("micro-batches", [1, 2, 4, 6, 8, 12, 16, 32], 8)
     virtual = slider("virtual stages", [1, 2, 3, 4], 1)
     comm = slider("hop / forward time", [0.0, 0.1, 0.25, 0.5, 1.0], 0.0)
+    ratio = slider("backward / forward", [0.5, 1.0, 1.5, 2.0, 3.0], 2.0)
+
+    figure, ax = _pipeline_canvas()
 
     def draw():
         v = virtual.value if kind.value == "interleaved_1f1b" else 1
         schedule = sim.pipeline_schedule(kind.value, stages.value, micro.value, v)
-        timeline = sim.simulate_pipeline(schedule, 1.0, 2.0, t_comm=comm.value)
-        fig, ax = plt.subplots(figsize=(10, 0.8 + 0.45 * stages.value))
-        plot_timeline(timeline, ax=ax, labels=micro.value * stages.value <= 64)
+        timeline = sim.simulate_pipeline(schedule, 1.0, ratio.value, t_comm=comm.value)
+        _redraw_pipeline(ax, timeline)
         formula = sim.bubble_fraction_formula(stages.value, micro.value, v)
         held = timeline.peak_activations[0]
-        return (f"makespan {timeline.makespan:.2f} (forward = 1, backward = 2); bubble "
+        text = (f"makespan {timeline.makespan:.2f} (forward = 1, backward = {ratio.value:g}); bubble "
                 f"{100 * timeline.bubble_fraction:.1f} % (formula (p-1)/(vm+p-1) = {100 * formula:.1f} % "
-                f"without communication); stage 0 holds {held:g} micro-batches of activations"), fig
+                f"without communication); stage 0 holds {held:g} micro-batches of activations")
+        return text, RenderedFigure(figure)
 
-    return explorer([kind, stages, micro, virtual, comm], draw, "Pipeline schedules")
+    return explorer([kind, stages, micro, virtual, comm, ratio], draw, "Pipeline schedules")
 
 
 def zero_memory_explorer(model=sim.LLAMA3_70B):
