@@ -21,7 +21,7 @@ from course_lib.sim import pipeline_schedule
 FORBIDDEN_REASON = "a pipeline stage talks to its neighbours with send/recv/isend/irecv only"
 SENDS, RECEIVES = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})
 MICRO_BATCH = 3            # samples per micro-batch
-VISIBLE_TIMEOUT_S = 8
+VISIBLE_TIMEOUT_S = 6
 # Two stages whose orders disagree: stage 0 waits for micro-batch 0's gradient, stage 1 for micro-batch 1.
 MISMATCHED_OPS = [[("F", 0), ("B", 0), ("F", 1), ("B", 1)], [("F", 1), ("F", 0), ("B", 0), ("B", 1)]]
 
