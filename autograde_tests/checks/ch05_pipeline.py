@@ -44,7 +44,7 @@ from course_lib.grading.student_function import as_student_function
 FIXED_PAIRS = ((4, 8), (1, 1), (1, 5), (2, 1), (3, 2), (8, 3), (5, 5), (2, 9), (6, 12), (8, 16), (7, 1))
 STAGE_COUNTS = (2, 3, 4)
 TIMEOUT_S = 6           # per run; a correct step takes well under a second once the ranks are up
-MISMATCH_TIMEOUT_S = 4
+MISMATCH_TIMEOUT_S = 3
 POINTS = {"test_one_f_one_b_dependencies": 2, "test_one_f_one_b_memory": 2, "test_one_f_one_b_makespan": 2,
           "test_run_stage_gpipe": 2, "test_run_stage_1f1b": 2, "test_run_stage_traffic": 2,
           "test_run_stage_mismatch": 1}

@@ -210,7 +210,7 @@ def check_run_stage_traffic(run_stage, stages: int = 3, microbatches: int = 4) -
           "its neighbour, in op order, and nothing else")
 
 
-def check_run_stage_mismatch(run_stage, timeout: float = 4) -> None:
+def check_run_stage_mismatch(run_stage, timeout: float = 3) -> None:
     """Visible test: op lists that disagree stop with an error (here after a short timeout)."""
     student = as_student_function(run_stage, "run_stage")
     completed = run_student(student, "gpipe", 2, 2, seed=5, timeout=VISIBLE_TIMEOUT_S)
