@@ -8,6 +8,7 @@ from course_lib.grading.judge import IsolatedCheck
 
 CH01 = "autograde_tests.checks.ch01_mlp:"
 CH02 = "autograde_tests.checks.ch02_ring:"
+CH05 = "autograde_tests.checks.ch05_pipeline:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -28,4 +29,18 @@ CHECKS = {
         CH02 + "check_ring_all_reduce_no_collectives_hidden", ("ring_all_reduce",)),
     ("02_collectives", "test_ring_all_reduce_no_deadlock"): IsolatedCheck(
         CH02 + "check_ring_all_reduce_no_deadlock_hidden", ("ring_all_reduce",)),
+    ("05_pipeline_parallel", "test_one_f_one_b_dependencies"): IsolatedCheck(
+        CH05 + "check_one_f_one_b_dependencies_hidden", ("one_f_one_b",)),
+    ("05_pipeline_parallel", "test_one_f_one_b_memory"): IsolatedCheck(
+        CH05 + "check_one_f_one_b_memory_hidden", ("one_f_one_b",)),
+    ("05_pipeline_parallel", "test_one_f_one_b_makespan"): IsolatedCheck(
+        CH05 + "check_one_f_one_b_makespan_hidden", ("one_f_one_b",)),
+    ("05_pipeline_parallel", "test_run_stage_gpipe"): IsolatedCheck(
+        CH05 + "check_run_stage_gpipe_hidden", ("run_stage",)),
+    ("05_pipeline_parallel", "test_run_stage_1f1b"): IsolatedCheck(
+        CH05 + "check_run_stage_1f1b_hidden", ("run_stage",)),
+    ("05_pipeline_parallel", "test_run_stage_traffic"): IsolatedCheck(
+        CH05 + "check_run_stage_traffic_hidden", ("run_stage",)),
+    ("05_pipeline_parallel", "test_run_stage_mismatch"): IsolatedCheck(
+        CH05 + "check_run_stage_mismatch_hidden", ("run_stage",)),
 }

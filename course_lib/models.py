@@ -62,6 +62,28 @@ def make_dataloader(batch_size: int = BATCH_SIZE, seed: int = 0, sampler=None, *
                       shuffle=False, sampler=sampler)
 
 
+# -- a stack of layers to cut into pipeline stages, for the pipeline chapter ---------------------
+STACK_LAYERS, STACK_WIDTH = 4, 16
+
+
+def make_layer_stack(seed: int = 0, layers: int = STACK_LAYERS, width: int = STACK_WIDTH) -> nn.Sequential:
+    """``layers`` blocks Linear(width, width) + Tanh, weights from ``seed``: a model to cut into stages."""
+    generator_state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.Tanh()) for _ in range(layers)])
+    finally:
+        torch.random.set_rng_state(generator_state)
+
+
+def split_into_stages(model: nn.Sequential, stages: int) -> list[nn.Sequential]:
+    """Consecutive blocks of ``model`` per stage, as even as possible (later ones larger)."""
+    if not 1 <= stages <= len(model):
+        raise ValueError(f"cannot cut {len(model)} blocks into {stages} stages: use 1 to {len(model)} stages")
+    bounds = [len(model) * s // stages for s in range(stages + 1)]
+    return [nn.Sequential(*list(model)[bounds[s]:bounds[s + 1]]) for s in range(stages)]
+
+
 # -- a small transformer block, for the tensor-parallel and FSDP chapters -------------------------
 BLOCK_DIM, BLOCK_HEADS, BLOCK_FFN, BLOCK_SEQ_LEN = 16, 4, 64, 8
 

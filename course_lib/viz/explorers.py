@@ -6,13 +6,17 @@ Each returns a widget; move a control and the simulator recomputes and redraws i
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from course_lib import sim
 
 from .layout import plot_placement
 from .memory import plot_memory
+from .style import COLORS
 from .timeline import plot_timeline
-from .widgets_common import choice, explorer, slider
+from .widgets_common import RenderedFigure, choice, explorer, slider
 
 GPT_1B = sim.TransformerSpec(24, 2048, 16, 2048, 50257, name="GPT 1.3B")
 POWERS = [2**i for i in range(11)]
@@ -56,6 +60,45 @@ def data_parallel_explorer(model=GPT_1B, gpus_per_node: int = 8):
                     f"Data parallel scaling of {model.name}")
 
 
+PIPELINE_BARS = ("idle", "forward", "backward", "comm")
+
+
+def _pipeline_canvas():
+    """One figure for every redraw, its legend and one bar collection per colour made once."""
+    figure = Figure(figsize=(10, 4.2))
+    figure.subplots_adjust(left=0.09, right=0.86, bottom=0.13, top=0.92)
+    ax = figure.add_subplot()
+    bars = {name: ax.add_collection(PolyCollection([], facecolors=COLORS[name], linewidths=0))
+            for name in PIPELINE_BARS}
+    ax.legend(handles=[Patch(color=COLORS[k], label=k) for k in PIPELINE_BARS],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+    ax.set_xlabel("time (forward of one micro-batch through one stage = 1)")
+    return figure, ax, bars
+
+
+def _box(start: float, end: float, low: float, height: float) -> list:
+    return [(start, low), (end, low), (end, low + height), (start, low + height)]
+
+
+def _redraw_pipeline(ax, bars, timeline) -> None:
+    """Swap the bars' rectangles for ``timeline``'s (broken_barh per redraw would cost most of 150 ms)."""
+    boxes: dict = {name: [] for name in PIPELINE_BARS}
+    for y, lane in enumerate(timeline.lanes):
+        boxes["idle"].append(_box(0, timeline.makespan, y - 0.4, 0.8))
+        for start, end, kind, _, meta in lane:
+            if kind == "comm":
+                boxes["comm"].append(_box(start, end, y + 0.12, 0.28))
+            else:
+                phase = "forward" if meta["phase"] == "F" else "backward"
+                boxes[phase].append(_box(start, end, y - 0.4, 0.5))
+    for name, collection in bars.items():
+        collection.set_verts(boxes[name])
+    ax.set_yticks(range(len(timeline.lanes)), timeline.lane_names)
+    ax.set_ylim(len(timeline.lanes) - 0.5, -0.5)
+    ax.set_xlim(0, timeline.makespan)
+    ax.set_title(timeline.title, fontsize=10)
+
+
 def pipeline_explorer():
     """GPipe, 1F1B and interleaved 1F1B: bubble, makespan and activations held, as a timeline."""
     kind = choice("schedule", list(sim.pipeline.KINDS), "1f1b")
@@ -63,20 +106,23 @@ def pipeline_explorer():
     micro = slider("micro-batches", [1, 2, 4, 6, 8, 12, 16, 32], 8)
     virtual = slider("virtual stages", [1, 2, 3, 4], 1)
     comm = slider("hop / forward time", [0.0, 0.1, 0.25, 0.5, 1.0], 0.0)
+    ratio = slider("backward / forward", [0.5, 1.0, 1.5, 2.0, 3.0], 2.0)
+
+    figure, ax, bars = _pipeline_canvas()
 
     def draw():
         v = virtual.value if kind.value == "interleaved_1f1b" else 1
         schedule = sim.pipeline_schedule(kind.value, stages.value, micro.value, v)
-        timeline = sim.simulate_pipeline(schedule, 1.0, 2.0, t_comm=comm.value)
-        fig, ax = plt.subplots(figsize=(10, 0.8 + 0.45 * stages.value))
-        plot_timeline(timeline, ax=ax, labels=micro.value * stages.value <= 64)
+        timeline = sim.simulate_pipeline(schedule, 1.0, ratio.value, t_comm=comm.value)
+        _redraw_pipeline(ax, bars, timeline)
         formula = sim.bubble_fraction_formula(stages.value, micro.value, v)
         held = timeline.peak_activations[0]
-        return (f"makespan {timeline.makespan:.2f} (forward = 1, backward = 2); bubble "
+        text = (f"makespan {timeline.makespan:.2f} (forward = 1, backward = {ratio.value:g}); bubble "
                 f"{100 * timeline.bubble_fraction:.1f} % (formula (p-1)/(vm+p-1) = {100 * formula:.1f} % "
-                f"without communication); stage 0 holds {held:g} micro-batches of activations"), fig
+                f"without communication); stage 0 holds {held:g} micro-batches of activations")
+        return text, RenderedFigure(figure)
 
-    return explorer([kind, stages, micro, virtual, comm], draw, "Pipeline schedules")
+    return explorer([kind, stages, micro, virtual, comm, ratio], draw, "Pipeline schedules")
 
 
 def zero_memory_explorer(model=sim.LLAMA3_70B):

@@ -6,6 +6,7 @@ An explorer is a VBox with ``.refresh()`` and ``.summary`` (an HTML widget), so 
 from __future__ import annotations
 
 import html
+import io
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -27,7 +28,7 @@ def explorer(controls: list, draw, title: str) -> widgets.VBox:
             with output:
                 from IPython.display import display
                 display(figure)
-            plt.close(figure)
+            plt.close(getattr(figure, "figure", figure))
         box.last_figure = figure
 
     for control in controls:
@@ -38,6 +39,18 @@ def explorer(controls: list, draw, title: str) -> widgets.VBox:
     box.refresh, box.summary, box.controls = refresh, summary, {c.description: c for c in controls}
     refresh()
     return box
+
+
+class RenderedFigure:
+    """A figure drawn to PNG once: the Output shows the bytes without rendering again (``.figure``: it)."""
+
+    def __init__(self, figure, dpi: int = 72):
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})  # speed over size
+        self.figure, self.png = figure, buffer.getvalue()
+
+    def _repr_png_(self) -> bytes:
+        return self.png
 
 
 def choice(description: str, options, value=None) -> widgets.Dropdown:
