@@ -8,6 +8,8 @@ from course_lib.grading.judge import IsolatedCheck
 
 CH01 = "autograde_tests.checks.ch01_mlp:"
 CH02 = "autograde_tests.checks.ch02_ring:"
+CH06 = "autograde_tests.checks.ch06_tensor_parallel:"
+TP_PAIR = ("ColumnParallelLinear", "RowParallelLinear")
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -28,4 +30,18 @@ CHECKS = {
         CH02 + "check_ring_all_reduce_no_collectives_hidden", ("ring_all_reduce",)),
     ("02_collectives", "test_ring_all_reduce_no_deadlock"): IsolatedCheck(
         CH02 + "check_ring_all_reduce_no_deadlock_hidden", ("ring_all_reduce",)),
+    ("06_tensor_parallel", "test_shard_columns"): IsolatedCheck(
+        CH06 + "check_shard_columns_hidden", ("shard_columns",)),
+    ("06_tensor_parallel", "test_shard_rows"): IsolatedCheck(
+        CH06 + "check_shard_rows_hidden", ("shard_rows",)),
+    ("06_tensor_parallel", "test_column_parallel_linear"): IsolatedCheck(
+        CH06 + "check_column_parallel_linear_hidden", ("ColumnParallelLinear",)),
+    ("06_tensor_parallel", "test_row_parallel_linear"): IsolatedCheck(
+        CH06 + "check_row_parallel_linear_hidden", ("RowParallelLinear",)),
+    ("06_tensor_parallel", "test_tensor_parallel_mlp"): IsolatedCheck(
+        CH06 + "check_tensor_parallel_mlp_hidden", TP_PAIR),
+    ("06_tensor_parallel", "test_tensor_parallel_mlp_traffic"): IsolatedCheck(
+        CH06 + "check_tensor_parallel_mlp_traffic_hidden", TP_PAIR),
+    ("06_tensor_parallel", "test_tensor_parallel_block"): IsolatedCheck(
+        CH06 + "check_tensor_parallel_block_hidden", TP_PAIR),
 }
