@@ -1,6 +1,6 @@
 """One grading run shared by the slow grading tests: the hostile probe class, chapter 01's solution and
-unanswered release, chapter 02's solution, unanswered release and wrong rings, and chapter 05's solution,
-unanswered release and wrong pipeline schedules and stages.
+unanswered release, chapter 02's solution, unanswered release and wrong rings, and, for each later
+chapter with a graded exercise, its solution, unanswered release and wrong submissions.
 
 All the classes sit in one throw-away course and go through `make grade`'s pipeline together, in one pool,
 so the idle time of deadlocked submissions overlaps with the work of the others.
@@ -26,6 +26,8 @@ RING_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ring"
 MLP = "01_mlp_by_hand"
 PIPELINE = "05_pipeline_parallel"
 PIPELINE_FIXTURES = REPO / "autograde_tests" / "fixtures" / "pipeline"
+TENSOR_PARALLEL = "06_tensor_parallel"
+TENSOR_PARALLEL_FIXTURES = REPO / "autograde_tests" / "fixtures" / "tensor_parallel"
 
 
 @dataclass
@@ -74,6 +76,8 @@ def graded_class(tmp_path_factory) -> GradedClass:
     students[MLP] = write_chapter_class(root, MLP, MLP)
     students[PIPELINE] = write_chapter_class(root, PIPELINE, "pipeline",
                                              wrong_answers(PIPELINE, PIPELINE_FIXTURES))
+    students[TENSOR_PARALLEL] = write_chapter_class(root, TENSOR_PARALLEL, "tp",
+                                                    wrong_answers(TENSOR_PARALLEL, TENSOR_PARALLEL_FIXTURES))
     log = io.StringIO()
     run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
                               registry="autograde_tests.probe_registry", stream=log,

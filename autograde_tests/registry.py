@@ -9,6 +9,8 @@ from course_lib.grading.judge import IsolatedCheck
 CH01 = "autograde_tests.checks.ch01_mlp:"
 CH02 = "autograde_tests.checks.ch02_ring:"
 CH05 = "autograde_tests.checks.ch05_pipeline:"
+CH06 = "autograde_tests.checks.ch06_tensor_parallel:"
+TP_PAIR = ("ColumnParallelLinear", "RowParallelLinear")
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -43,4 +45,18 @@ CHECKS = {
         CH05 + "check_run_stage_traffic_hidden", ("run_stage",)),
     ("05_pipeline_parallel", "test_run_stage_mismatch"): IsolatedCheck(
         CH05 + "check_run_stage_mismatch_hidden", ("run_stage",)),
+    ("06_tensor_parallel", "test_shard_columns"): IsolatedCheck(
+        CH06 + "check_shard_columns_hidden", ("shard_columns",)),
+    ("06_tensor_parallel", "test_shard_rows"): IsolatedCheck(
+        CH06 + "check_shard_rows_hidden", ("shard_rows",)),
+    ("06_tensor_parallel", "test_column_parallel_linear"): IsolatedCheck(
+        CH06 + "check_column_parallel_linear_hidden", ("ColumnParallelLinear",)),
+    ("06_tensor_parallel", "test_row_parallel_linear"): IsolatedCheck(
+        CH06 + "check_row_parallel_linear_hidden", ("RowParallelLinear",)),
+    ("06_tensor_parallel", "test_tensor_parallel_mlp"): IsolatedCheck(
+        CH06 + "check_tensor_parallel_mlp_hidden", TP_PAIR),
+    ("06_tensor_parallel", "test_tensor_parallel_mlp_traffic"): IsolatedCheck(
+        CH06 + "check_tensor_parallel_mlp_traffic_hidden", TP_PAIR),
+    ("06_tensor_parallel", "test_tensor_parallel_block"): IsolatedCheck(
+        CH06 + "check_tensor_parallel_block_hidden", TP_PAIR),
 }

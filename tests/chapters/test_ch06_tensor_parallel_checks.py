@@ -1,0 +1,103 @@
+"""The judging half of chapter 06's checks on made-up outcomes, and that course_lib holds no answer."""
+
+import ast
+from pathlib import Path
+
+import torch
+
+from course_lib.grading.tensor_parallel_runs import (
+    LayerCase,
+    LayerRun,
+    _judge_shards,
+    _reference,
+    build_full,
+    case_tensors,
+    shard_layouts,
+    traffic_problems,
+    value_problems,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = 11
+
+
+def test_the_same_seed_builds_the_same_model_and_inputs():
+    case = LayerCase("block", dim=16, hidden=32, heads=4, dtype="float64")
+    first, second = build_full(case, SEED), build_full(case, SEED)
+    assert all(torch.equal(a, b) for a, b in zip(first.parameters(), second.parameters(), strict=True))
+    pairs = zip(case_tensors(case, SEED), case_tensors(case, SEED), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
+    assert next(first.parameters()).dtype == torch.float64
+
+
+def _one_rank_run(case, outcome) -> LayerRun:
+    return LayerRun(1, [case], SEED, outcomes=[[outcome]])
+
+
+def _unsharded_outcome(case):
+    """What a correct layer on one rank returns: the unsharded model's own values."""
+    out, input_grad, grads, _ = _reference(case, SEED)
+    return {"out": out, "input_grad": input_grad, "grads": dict(grads),
+            "forward": [("all_reduce", out.numel() * 4)], "backward": [("all_reduce", out.numel() * 4)]}
+
+
+def test_one_rank_holding_the_whole_model_passes_and_a_doubled_bias_fails():
+    case = LayerCase("mlp")
+    outcome = _unsharded_outcome(case)
+    assert value_problems(_one_rank_run(case, outcome)) == []
+    outcome["out"] = outcome["out"] + build_full(case, SEED).down.bias.detach()
+    problems = value_problems(_one_rank_run(case, outcome))
+    assert len(problems) == 1 and "output differs" in problems[0] and "rank 0" in problems[0]
+
+
+def test_a_missing_parameter_gradient_is_named():
+    case = LayerCase("row")
+    outcome = _unsharded_outcome(case)
+    del outcome["grads"]["bias"]
+    assert any("no bias.grad" in p for p in value_problems(_one_rank_run(case, outcome)))
+
+
+def test_traffic_must_be_exactly_one_all_reduce_each_way_of_the_outputs_bytes():
+    case = LayerCase("mlp", batch=2, seq=3, dim=8)
+    outcome = _unsharded_outcome(case)
+    assert traffic_problems(_one_rank_run(case, outcome)) == []
+    outcome["backward"] = outcome["backward"] * 2
+    outcome["forward"] = []
+    problems = traffic_problems(_one_rank_run(case, outcome))
+    assert len(problems) == 2
+    assert "no collective at all" in problems[0] and "expected: all_reduce of 192 B" in problems[0]
+    assert "recorded: all_reduce of 192 B, all_reduce of 192 B" in problems[1]
+
+
+def test_a_failed_run_reports_its_error_in_every_judgement():
+    run = LayerRun(2, [LayerCase("column")], SEED, error="boom")
+    assert value_problems(run) == traffic_problems(run) == ["boom"]
+
+
+def test_shards_are_judged_by_what_the_layer_computes():
+    layout = (6, 8, 2, True)
+    right = [{"weight": torch.zeros(4, 6), "bias": torch.zeros(4)}] * 2
+    transposed = [{"weight": torch.zeros(8, 3), "bias": torch.zeros(4)}] * 2
+    assert any("rank 0" in p for p in _judge_shards("column", layout, right, SEED))  # zeros are wrong values
+    assert any("cannot take its input" in p for p in _judge_shards("column", layout, transposed, SEED))
+    odd = (3, 5, 2, True)
+    assert _judge_shards("column", odd, [{"value_error": "no"}] * 2, SEED) == []
+    assert "must raise ValueError" in _judge_shards("column", odd, right, SEED)[0]
+
+
+def test_layouts_cover_every_world_size_and_a_size_that_does_not_divide():
+    import random
+
+    layouts = shard_layouts((1, 2, 4), random.Random(0))
+    assert {n for _, _, n, _ in layouts} == {1, 2, 4}
+    assert any(out % n for _, out, n, _ in layouts[0::2]) and any(i % n for i, _, n, _ in layouts[1::2])
+
+
+def test_course_lib_never_calls_a_collective_in_the_tensor_parallel_checks():
+    """The checks compare with unsharded models and DTensor; a collective there would be an answer."""
+    for path in (ROOT / "course_lib" / "grading").glob("tensor_parallel_*.py"):
+        calls = {node.func.attr for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+        assert not calls & {"all_reduce", "all_gather", "reduce_scatter", "all_gather_into_tensor",
+                            "reduce_scatter_tensor"}, path
+        assert "autograd.Function" not in path.read_text(), path
