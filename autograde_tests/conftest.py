@@ -1,5 +1,6 @@
 """One grading run shared by the slow grading tests: the hostile probe class, chapter 01's solution and
-unanswered release, and chapter 02's solution, unanswered release and wrong rings.
+unanswered release, chapter 02's solution, unanswered release and wrong rings, and the same for chapter 08's
+rank-to-mesh mappings.
 
 All the classes sit in one throw-away course and go through `make grade`'s pipeline together, in one pool,
 so the idle time of deadlocked submissions overlaps with the work of the others.
@@ -23,6 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 RING = "02_collectives"
 RING_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ring"
 MLP = "01_mlp_by_hand"
+MESH = "08_nd_parallelism"
+MESH_FIXTURES = REPO / "autograde_tests" / "fixtures" / "mesh"
 
 
 @dataclass
@@ -47,15 +50,20 @@ def write_chapter_class(root: Path, chapter: str, prefix: str,
     return [f"{prefix}_{student}" for student in classes]
 
 
-def wrong_rings() -> dict[str, dict]:
-    """Every wrong ring in fixtures/ring/, as the solution cells it answers."""
-    release = nbformat.read(REPO / "notebooks" / RING / f"{RING}.ipynb", as_version=4)
-    expected = json.loads((RING_FIXTURES / "expected_scores.json").read_text())
+def wrong_answers(chapter: str, folder: Path) -> dict[str, dict]:
+    """Every wrong answer in ``folder`` (fixtures/<exercise>/), as the solution cells it answers."""
+    release = nbformat.read(REPO / "notebooks" / chapter / f"{chapter}.ipynb", as_version=4)
+    expected = json.loads((folder / "expected_scores.json").read_text())
     wrong = {}
     for name in expected["fixtures"]:
-        answers = fixtures.load_py_fixture(RING_FIXTURES / f"{name}.py")
+        answers = fixtures.load_py_fixture(folder / f"{name}.py")
         wrong[name] = {k: v for k, v in answers.items() if k in fixtures.solution_ids(release)}
     return wrong
+
+
+def wrong_rings() -> dict[str, dict]:
+    """Every wrong ring in fixtures/ring/, as the solution cells it answers."""
+    return wrong_answers(RING, RING_FIXTURES)
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +72,7 @@ def graded_class(tmp_path_factory) -> GradedClass:
     students = {"probe": hostile_class.write_class(root)}
     students[RING] = write_chapter_class(root, RING, "ring", wrong_rings())
     students[MLP] = write_chapter_class(root, MLP, MLP)
+    students[MESH] = write_chapter_class(root, MESH, "mesh", wrong_answers(MESH, MESH_FIXTURES))
     log = io.StringIO()
     run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
                               registry="autograde_tests.probe_registry", stream=log,

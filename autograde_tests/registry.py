@@ -8,6 +8,7 @@ from course_lib.grading.judge import IsolatedCheck
 
 CH01 = "autograde_tests.checks.ch01_mlp:"
 CH02 = "autograde_tests.checks.ch02_ring:"
+CH08 = "autograde_tests.checks.ch08_mesh:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -28,4 +29,14 @@ CHECKS = {
         CH02 + "check_ring_all_reduce_no_collectives_hidden", ("ring_all_reduce",)),
     ("02_collectives", "test_ring_all_reduce_no_deadlock"): IsolatedCheck(
         CH02 + "check_ring_all_reduce_no_deadlock_hidden", ("ring_all_reduce",)),
+    ("08_nd_parallelism", "test_mesh_coordinates"): IsolatedCheck(
+        CH08 + "check_mesh_coordinates_hidden", ("mesh_coordinates",)),
+    ("08_nd_parallelism", "test_mesh_groups"): IsolatedCheck(
+        CH08 + "check_mesh_groups_hidden", ("mesh_groups",)),
+    ("08_nd_parallelism", "test_mesh_matches_torch"): IsolatedCheck(
+        CH08 + "check_mesh_matches_torch_hidden", ("mesh_coordinates", "mesh_groups")),
+    ("08_nd_parallelism", "test_groups_inside_node"): IsolatedCheck(
+        CH08 + "check_groups_inside_node_hidden", ("groups_inside_node",)),
+    ("08_nd_parallelism", "test_mesh_bad_shapes"): IsolatedCheck(
+        CH08 + "check_mesh_bad_shapes_hidden", ("mesh_coordinates", "mesh_groups", "groups_inside_node")),
 }
