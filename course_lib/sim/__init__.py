@@ -26,7 +26,7 @@ from .pipeline import Schedule, bubble_fraction_formula, pipeline_schedule, simu
 from .presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .report import StepReport
 from .ring import collective_timeline, parameter_server_timeline, ring_timeline, tree_timeline
-from .search import search_layouts
+from .search import format_layouts, search_layouts
 from .seed_examples import seed_0d, seed_1d
 from .seed_gpu import SimulatedGPU, SimulatedNetwork, simulated_gpus
 from .seed_nd import seed_nd
@@ -57,4 +57,5 @@ __all__ = [
     "simulated_gpus", "SimulatedGPU", "SimulatedNetwork", "StepConfig", "StepReport", "STRATEGIES",
     "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
     "zero_memory_per_device", "zero_traffic_per_device",
+    "format_layouts",
 ]
