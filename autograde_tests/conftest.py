@@ -28,6 +28,8 @@ PIPELINE = "05_pipeline_parallel"
 PIPELINE_FIXTURES = REPO / "autograde_tests" / "fixtures" / "pipeline"
 TENSOR_PARALLEL = "06_tensor_parallel"
 TENSOR_PARALLEL_FIXTURES = REPO / "autograde_tests" / "fixtures" / "tensor_parallel"
+MESH = "08_nd_parallelism"
+MESH_FIXTURES = REPO / "autograde_tests" / "fixtures" / "mesh"
 
 
 @dataclass
@@ -78,6 +80,7 @@ def graded_class(tmp_path_factory) -> GradedClass:
                                              wrong_answers(PIPELINE, PIPELINE_FIXTURES))
     students[TENSOR_PARALLEL] = write_chapter_class(root, TENSOR_PARALLEL, "tp",
                                                     wrong_answers(TENSOR_PARALLEL, TENSOR_PARALLEL_FIXTURES))
+    students[MESH] = write_chapter_class(root, MESH, "mesh", wrong_answers(MESH, MESH_FIXTURES))
     log = io.StringIO()
     run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
                               registry="autograde_tests.probe_registry", stream=log,

@@ -11,6 +11,7 @@ CH02 = "autograde_tests.checks.ch02_ring:"
 CH05 = "autograde_tests.checks.ch05_pipeline:"
 CH06 = "autograde_tests.checks.ch06_tensor_parallel:"
 TP_PAIR = ("ColumnParallelLinear", "RowParallelLinear")
+CH08 = "autograde_tests.checks.ch08_mesh:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -59,4 +60,14 @@ CHECKS = {
         CH06 + "check_tensor_parallel_mlp_traffic_hidden", TP_PAIR),
     ("06_tensor_parallel", "test_tensor_parallel_block"): IsolatedCheck(
         CH06 + "check_tensor_parallel_block_hidden", TP_PAIR),
+    ("08_nd_parallelism", "test_mesh_coordinates"): IsolatedCheck(
+        CH08 + "check_mesh_coordinates_hidden", ("mesh_coordinates",)),
+    ("08_nd_parallelism", "test_mesh_groups"): IsolatedCheck(
+        CH08 + "check_mesh_groups_hidden", ("mesh_groups",)),
+    ("08_nd_parallelism", "test_mesh_matches_torch"): IsolatedCheck(
+        CH08 + "check_mesh_matches_torch_hidden", ("mesh_coordinates", "mesh_groups")),
+    ("08_nd_parallelism", "test_groups_inside_node"): IsolatedCheck(
+        CH08 + "check_groups_inside_node_hidden", ("groups_inside_node",)),
+    ("08_nd_parallelism", "test_mesh_bad_shapes"): IsolatedCheck(
+        CH08 + "check_mesh_bad_shapes_hidden", ("mesh_coordinates", "mesh_groups", "groups_inside_node")),
 }

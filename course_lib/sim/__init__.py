@@ -26,9 +26,10 @@ from .pipeline import Schedule, bubble_fraction_formula, pipeline_schedule, simu
 from .presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .report import StepReport
 from .ring import collective_timeline, parameter_server_timeline, ring_timeline, tree_timeline
-from .search import search_layouts
+from .search import format_layouts, search_layouts
 from .seed_examples import seed_0d, seed_1d
 from .seed_gpu import SimulatedGPU, SimulatedNetwork, simulated_gpus
+from .seed_nd import seed_nd
 from .step import simulate_training_step
 from .strategies import STRATEGIES, strategy
 from .timeline import Event, Timeline
@@ -52,8 +53,9 @@ __all__ = [
     "LAPTOP_CPU", "Link", "LLAMA3_405B", "LLAMA3_70B", "LLAMA3_8B", "make_cluster", "memory_per_device",
     "MemoryBreakdown", "MLPSpec", "MODELS", "OPS", "OutOfMemoryError", "parameter_server_timeline",
     "pipeline_schedule", "preset_from_measurements", "PRESETS", "ring_segments", "ring_timeline", "Schedule",
-    "search_layouts", "seed_0d", "seed_1d", "simulate_pipeline", "simulate_training_step",
+    "search_layouts", "seed_0d", "seed_1d", "seed_nd", "simulate_pipeline", "simulate_training_step",
     "simulated_gpus", "SimulatedGPU", "SimulatedNetwork", "StepConfig", "StepReport", "STRATEGIES",
     "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
     "zero_memory_per_device", "zero_traffic_per_device",
+    "format_layouts",
 ]

@@ -34,7 +34,24 @@ def stage_params(config) -> list:
 
 
 def peak_chunks_in_flight(config) -> list:
-    """Per stage, the most chunk-micro-batches whose activations are held at once."""
+    """Per stage, the most chunk-micro-batches whose activations are held at once.
+
+    A stage's count depends only on its own op order, so it is read off the schedules' warm-up lengths
+    (pipeline.py) in closed form; tests/sim/test_estimate.py checks it against playing the schedule.
+    """
+    p, m, v = config.pp, config.microbatches, config.virtual_stages
+    kind = config.pipeline_kind
+    if kind == "gpipe":
+        return [m] * p
+    if kind == "1f1b":
+        return [min(p - s, m) for s in range(p)]
+    total = m * v
+    warmups = [total if m == p else min((p - s - 1) * 2 + (v - 1) * p, total) for s in range(p)]
+    return [min(w + 1, total) for w in warmups]
+
+
+def played_peak_chunks_in_flight(config) -> list:
+    """The same count, by playing the whole schedule (slow for many micro-batches; the tests' reference)."""
     schedule = pipeline_schedule(config.pipeline_kind, config.pp, config.microbatches, config.virtual_stages)
     ones = [[1.0] * config.virtual_stages for _ in range(config.pp)]
     return play_schedule(schedule, ones, ones)[1]
