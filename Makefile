@@ -25,8 +25,10 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # optionally a folder of zip submissions to collect first: `make grade ZIPS=~/downloads/submissions`.
 ASSIGNMENT ?=
 ZIPS ?=
+# Students graded at once (default: the cores, at most 4): `make grade JOBS=8` on a bigger machine.
+JOBS ?=
 
-.PHONY: setup lab test test-fast lint release grade grade-demo bench slurm-up slurm-down clean help
+.PHONY: setup lab test test-fast lint release grade grade-demo student-kit bench slurm-up slurm-down clean help
 
 help:
 	@echo "make lab        set up (once) and open the course in JupyterLab"
@@ -35,6 +37,7 @@ help:
 	@echo "make release    regenerate notebooks/ from solutions/ with nbgrader"
 	@echo "make grade      autograde submissions under grading/submitted (ASSIGNMENT=name for one)"
 	@echo "make grade-demo grade a generated demo class end to end"
+	@echo "make student-kit build/student-kit/ and .zip: what students get, no answers (GIT=1: a git repo)"
 	@echo "make bench      run the speed benchmarks (simulator, real processes, ring, grading)"
 	@echo "make slurm-up   start a local single-node Slurm (root; Debian's slurm-wlm and munge)"
 	@echo "make slurm-down stop it again"
@@ -69,10 +72,14 @@ release: setup
 	$(BIN)/python tools/release.py
 
 grade: setup
-	$(BIN)/python -m course_lib.grading.cli grade $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),) $(if $(ZIPS),--zips $(ZIPS),)
+	$(BIN)/python -m course_lib.grading.cli grade $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),) $(if $(ZIPS),--zips $(ZIPS),) \
+		$(if $(JOBS),--jobs $(JOBS),)
 
 grade-demo: setup
-	$(BIN)/python -m course_lib.grading.cli demo
+	$(BIN)/python -m course_lib.grading.cli demo $(if $(JOBS),--jobs $(JOBS),)
+
+student-kit: setup
+	$(BIN)/python tools/student_kit.py $(if $(GIT),--git,)
 
 bench: setup
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
@@ -88,7 +95,7 @@ slurm-down:
 # back, not build products, and git already ignores them. Delete them by hand when done with them.
 # Results are kept: a class's grades (grading/, but for the generated demo) and Slurm job outputs.
 clean:
-	rm -rf $(VENV) grading/demo test-artifacts .pytest_cache .ruff_cache
+	rm -rf $(VENV) grading/demo test-artifacts .pytest_cache .ruff_cache build/student-kit build/student-kit.zip
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 	@if [ -e grading ]; then \
 		echo "kept the class's grading state (grading/: submissions, gradebook, feedback); delete it by hand"; \

@@ -14,7 +14,7 @@ from pathlib import Path
 from traitlets.config.loader import PyFileConfigLoader
 
 from course_lib.grading import demo, pipeline, submissions
-from course_lib.grading.sandbox import running_as_root
+from course_lib.grading.sandbox import SandboxPolicy, running_as_root
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                              help="students graded at once (default: cores, at most 4)")
         command.add_argument("--cell-timeout", type=int,
                              help="seconds per cell (default: nbgrader_config.py)")
+        command.add_argument("--first-uid", type=int, default=SandboxPolicy.uid,
+                             help="as root: student code runs as uids from this one up, one per submission "
+                                  "(default: %(default)s); give grading runs sharing a machine their own")
     return parser
 
 
@@ -62,7 +65,8 @@ def _run(course_root: Path, args) -> pipeline.GradingRun:
     if not running_as_root():
         print("note: not running as root, so student code runs under your own user id and can read the "
               "course's files (see README.md, 'Without root')", file=sys.stderr)
-    return pipeline.GradingRun(course_root=course_root, jobs=args.jobs, **settings)
+    policy = SandboxPolicy(uid=args.first_uid, gid=args.first_uid)
+    return pipeline.GradingRun(course_root=course_root, jobs=args.jobs, policy=policy, **settings)
 
 
 def main(argv: list[str] | None = None) -> int:

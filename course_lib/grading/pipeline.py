@@ -20,10 +20,10 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading import gradebook_merge, report, review, submissions
+from course_lib.grading import gradebook_merge, preflight, report, review, submissions
 from course_lib.grading.judge import isolated_sources, load_registry, run_judge
 from course_lib.grading.sandbox import SandboxPolicy
-from course_lib.grading.worker import AssignmentSetup, autograde, stop_all
+from course_lib.grading.worker import AssignmentSetup, autograde, stop_all, student_policy
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,6 +44,7 @@ class GradingRun:
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     feedback: bool = True
     recheck: bool = True             # the isolated judge (off only to measure what it costs)
+    check_reference: bool = True     # grade solutions/ first; refuse the run unless full marks
     stream: object = None
 
     @property
@@ -130,8 +131,7 @@ def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, s
     result = autograde(setup, submission.student, submission.files, scratch, uid)
     notebooks, verdicts = {}, {}
     folder = result.autograded_dir(setup.assignment)
-    policy = SandboxPolicy(**{**run.policy.__dict__, "uid": uid, "gid": uid,
-                              "hidden_paths": setup.hidden_paths, "home": str(result.course_dir / "home")})
+    policy = student_policy(setup, uid, result.course_dir)
     for name, release in shape.release_notebooks.items():
         path = folder / f"{name}.ipynb"
         if not path.exists():
@@ -201,20 +201,34 @@ def _class_of(run: GradingRun, assignment: str) -> list[str]:
     return [submissions.check_student_id(student) for student in students]
 
 
+def _preflight(run: GradingRun, setups: list, scratch: Path, registry: dict, first_spare_uid: int) -> None:
+    """Before anyone is graded: the sandbox can run the course's Python, and each reference solution
+    scores full marks there (graded exactly as a student). Raises preflight.GradingRefused otherwise."""
+    if not setups:
+        return
+    preflight.check_sandbox_reach(setups[0][0], scratch, first_spare_uid)
+    if run.check_reference:
+        def grade_one(setup, shape, submission, uid):
+            return _grade_student(run, setup, shape, submission, scratch, uid, registry)
+        preflight.check_references(run, setups, grade_one, first_spare_uid)
+
+
 def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report.StudentResult]:
     """Every (assignment, student) in one pool of `jobs` workers; merges happen here, one at a time."""
     shapes = _source_shapes(run)
     registry = load_registry(run.registry)
-    work = []
+    work, setups = [], []
     for assignment in targets:
         students = _class_of(run, assignment)
         if not students:
             continue
-        setup, shape = prepare(run, assignment, scratch)
+        setups.append(prepare(run, assignment, scratch))
+        setup, shape = setups[-1]
         others = {name: s for name, s in shapes.items() if name != assignment}
         for student in students:
             files = submissions.read_folder(run.grading_dir / "submitted" / student / assignment)
             work.append((setup, shape, submissions.vet(student, shape, files, others)))
+    _preflight(run, setups, scratch, registry, first_spare_uid=run.policy.uid + len(work))
     bar = report.ProgressBar(len(work), "grading", stream=run.stream)
     results = []
     pool = ThreadPoolExecutor(max_workers=max(1, run.jobs))

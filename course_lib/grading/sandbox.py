@@ -1,9 +1,11 @@
 """The cage student code runs in while grading: an unprivileged uid, resource limits, hidden paths.
 
 `SandboxPolicy.enter()` is called in a process that is about to run student code (the grading kernel,
-or a forked child of the isolated judge). As root it hides the course's secrets behind empty tmpfs
-mounts in a private mount namespace, drops to the policy's uid, and sets rlimits; without root only
-the rlimits apply (README.md, "Without root", lists what that loses).
+or a forked child of the isolated judge). As root it makes Python and the course's code reachable
+(even from a private folder), hides the course's secrets behind empty tmpfs mounts in a private mount
+namespace, drops to the policy's uid, and sets rlimits; without root only the rlimits apply (README.md,
+"Without root", lists what that loses). ``python -m course_lib.grading.sandbox POLICY CODE`` runs CODE
+in a fresh Python inside the sandbox (the preflight's reach probe).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class SandboxPolicy:
     file_bytes: int = 256 * MiB           # RLIMIT_FSIZE: no file larger than this
     processes: int = 1024                 # RLIMIT_NPROC for the uid (threads count too)
     hidden_paths: list[str] = field(default_factory=list)   # covered by empty tmpfs mounts
+    exposed_paths: list[str] = field(default_factory=list)  # reachable even below a private folder
     home: str | None = None               # writable HOME/TMPDIR for the student code
 
     def to_json(self) -> str:
@@ -51,7 +54,8 @@ class SandboxPolicy:
         """Apply the policy to this process; returns the protections that could not be applied."""
         degraded = []
         if os.geteuid() == 0:
-            degraded += _hide_paths(self.hidden_paths)
+            exposed = [sys.base_prefix, sys.prefix, *self.exposed_paths]
+            degraded += _private_mounts(exposed, self.hidden_paths)
         else:
             degraded.append("not root: paths stay visible and the uid is the grader's own")
         _set_limits(self)
@@ -72,47 +76,64 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _hide_paths(paths: list[str]) -> list[str]:
-    """A private mount namespace with an empty read-only tmpfs over each path that exists."""
-    existing: list[str] = []
-    for path in sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)}):
-        if not any(path == done or path.startswith(done + os.sep) for done in existing):
-            existing.append(path)
+def _private_mounts(exposed: list[str], hidden: list[str]) -> list[str]:
+    """A private mount namespace: the exposed folders made reachable, then the hidden ones covered."""
     libc = _libc()
     if libc.unshare(CLONE_NEWNS) != 0:
         return [f"cannot unshare the mount namespace ({os.strerror(ctypes.get_errno())}): "
                 "solutions/ and grading/ stay readable by the student's code"]
     # Keep our mounts from propagating back to the host.
     libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None)
+    return _expose(libc, exposed) + _hide(libc, hidden)
+
+
+def _outermost(paths) -> list[str]:
+    """The existing folders among paths (resolved), without those inside another one."""
+    kept: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)}):
+        if not any(path == done or path.startswith(done + os.sep) for done in kept):
+            kept.append(path)
+    return kept
+
+
+def _hide(libc, paths: list[str]) -> list[str]:
+    """An empty read-only tmpfs over each hidden folder that exists."""
     failed = []
-    for path in existing:
+    for path in _outermost(paths):
         if libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY, b"size=4k,mode=0555") != 0:
             failed.append(f"cannot hide {path}: {os.strerror(ctypes.get_errno())}")
-    return failed + _expose_interpreter(libc)
+    return failed
 
 
-def _expose_interpreter(libc) -> list[str]:
-    """Python may live under a private folder (pyenv in /root): show the uid that folder, and only it.
+def blocked_ancestor(path: str) -> str | None:
+    """The outermost folder above path that other users cannot enter (mode without o+x), if any."""
+    return next((str(a) for a in reversed(Path(path).parents)
+                 if str(a) != "/" and not os.stat(a).st_mode & 0o001), None)
 
-    The first ancestor others cannot enter is covered by an empty tmpfs, and the interpreter's prefix
-    is bind-mounted back at its own path, so everything else in that folder stays out of reach.
+
+def _expose(libc, paths: list[str]) -> list[str]:
+    """Folders the sandbox needs (Python, the venv, the course's code, its work folder) may sit below
+    a private folder (pyenv in /root, a clone in a `mktemp -d` folder): show the uid those, and only those.
+
+    The outermost folder others cannot enter is covered by an empty tmpfs, and each needed folder is
+    bind-mounted back at its own path, so everything else in that private folder stays out of reach.
     """
-    prefix = os.path.realpath(sys.base_prefix)
-    blocked = next((str(a) for a in reversed(Path(prefix).parents)
-                    if str(a) != "/" and not os.stat(a).st_mode & 0o001), None)
-    if blocked is None:
-        return []
-    stash = tempfile.mkdtemp(prefix="sandbox-python-")
-    steps = [(prefix.encode(), stash.encode(), None, MS_BIND | MS_REC, None),
-             (b"tmpfs", blocked.encode(), b"tmpfs", 0, b"size=64k,mode=0755")]
-    for source, target, kind, flags, data in steps:
-        if libc.mount(source, target, kind, flags, data) != 0:
-            return [f"cannot make Python under {blocked} reachable: {os.strerror(ctypes.get_errno())}"]
-    os.makedirs(prefix, exist_ok=True)
-    if libc.mount(stash.encode(), prefix.encode(), None, MS_BIND | MS_REC, None) != 0:
-        return [f"cannot make Python under {blocked} reachable: {os.strerror(ctypes.get_errno())}"]
-    libc.umount2(stash.encode(), MNT_DETACH)
-    os.rmdir(stash)
+    plan = [(path, blocked) for path in _outermost(paths) if (blocked := blocked_ancestor(path))]
+    stashes = []
+    for path, _ in plan:
+        stash = tempfile.mkdtemp(prefix="sandbox-expose-")
+        if libc.mount(path.encode(), stash.encode(), None, MS_BIND | MS_REC, None) != 0:
+            return [f"cannot make {path} reachable: {os.strerror(ctypes.get_errno())}"]
+        stashes.append((stash, path))
+    for blocked in sorted({blocked for _, blocked in plan}):
+        if libc.mount(b"tmpfs", blocked.encode(), b"tmpfs", 0, b"size=64k,mode=0755") != 0:
+            return [f"cannot make folders under {blocked} reachable: {os.strerror(ctypes.get_errno())}"]
+    for stash, path in stashes:
+        os.makedirs(path, exist_ok=True)
+        if libc.mount(stash.encode(), path.encode(), None, MS_BIND | MS_REC, None) != 0:
+            return [f"cannot make {path} reachable: {os.strerror(ctypes.get_errno())}"]
+        libc.umount2(stash.encode(), MNT_DETACH)
+        os.rmdir(stash)
     return []
 
 
@@ -150,3 +171,9 @@ def enter_inherited_policy() -> list[str]:
     for line in degraded:
         print(f"[grading sandbox] {line}", file=sys.stderr)
     return degraded
+
+
+if __name__ == "__main__":
+    for problem in SandboxPolicy.from_json(sys.argv[1]).enter():
+        print(f"[grading sandbox] {problem}", file=sys.stderr)
+    os.execv(sys.executable, [sys.executable, "-c", sys.argv[2]])

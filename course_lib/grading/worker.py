@@ -91,6 +91,20 @@ def _write_kernelspecs(jupyter_dir: Path, policy_file: Path, code_root: Path | N
         (spec_dir / "kernel.json").write_text(json.dumps(spec))
 
 
+def private_folders(course_dir: Path) -> list[Path]:
+    """The parts of a student's private course its kernel must not see (gradebook, source, kernelspecs)."""
+    return [course_dir / "db", course_dir / "source", course_dir / "jupyter", course_dir / "submitted"]
+
+
+def student_policy(setup: AssignmentSetup, uid: int, course_dir: Path) -> SandboxPolicy:
+    """The cage of one student's code: its uid and home, what it must not see and what it must reach
+    (its course folder and the course's code, wherever the instructor's checkout lives)."""
+    reach = [str(course_dir)] + ([str(setup.code_root)] if setup.code_root else [])
+    return replace(setup.policy, uid=uid, gid=uid, home=str(course_dir / "home"),
+                   hidden_paths=list(setup.hidden_paths) + [str(p) for p in private_folders(course_dir)],
+                   exposed_paths=[*setup.policy.exposed_paths, *reach])
+
+
 def build_course(setup: AssignmentSetup, student: str, submission: dict[str, bytes], scratch: Path,
                  uid: int) -> Path:
     """The private course tree of one student; only the autograded folder is reachable by the kernel."""
@@ -101,7 +115,7 @@ def build_course(setup: AssignmentSetup, student: str, submission: dict[str, byt
         os.chmod(course_dir, 0o710)
     else:
         os.chmod(course_dir, 0o711)
-    private = [course_dir / "db", course_dir / "source", course_dir / "jupyter", course_dir / "submitted"]
+    private = private_folders(course_dir)
     shutil.copytree(setup.source_dir, course_dir / "source" / setup.assignment,
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     (course_dir / "db").mkdir()
@@ -110,8 +124,7 @@ def build_course(setup: AssignmentSetup, student: str, submission: dict[str, byt
     target.mkdir(parents=True)
     for name, content in submission.items():
         (target / name).write_bytes(content)
-    policy = replace(setup.policy, uid=uid, gid=uid, home=str(course_dir / "home"),
-                     hidden_paths=list(setup.hidden_paths) + [str(p) for p in private])
+    policy = student_policy(setup, uid, course_dir)
     policy_file = course_dir / "jupyter" / "sandbox-policy.json"
     (course_dir / "jupyter").mkdir()
     policy_file.write_text(policy.to_json())

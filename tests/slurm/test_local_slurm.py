@@ -8,6 +8,8 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -20,8 +22,8 @@ SBATCH_SCRIPTS = sorted(REPO.glob("slurm/*.sbatch"))
 SBATCH_OPTION = re.compile(r"^#SBATCH\s+(--[\w-]+)", re.MULTILINE)
 
 
-def run_start(env: dict, *prefix: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*prefix, "bash", str(START)], capture_output=True, text=True, timeout=60, env=env)
+def run_start(env: dict, *prefix: str, script=START) -> subprocess.CompletedProcess:
+    return subprocess.run([*prefix, "bash", str(script)], capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_start_refuses_without_root(tmp_path):
@@ -31,7 +33,13 @@ def test_start_refuses_without_root(tmp_path):
     if prefix and shutil.which("setpriv") is None:
         skip_or_fail("setpriv not found (needed to try start.sh as a non-root user); install with: "
                      "apt-get install util-linux")
-    result = run_start(env, *prefix)
+    # nobody may not be able to enter the checkout (a clone in /root or in a `mktemp -d` folder): it
+    # runs world-readable copies of the scripts, which is what this test is about, not file modes.
+    with tempfile.TemporaryDirectory(prefix="course-slurm-scripts-") as scripts:
+        os.chmod(scripts, 0o755)
+        for script in START.parent.glob("*.sh"):
+            shutil.copy(script, scripts)
+        result = run_start(env, *prefix, script=Path(scripts) / START.name)
     assert result.returncode != 0
     assert "must run as root" in result.stderr and "sudo" in result.stderr, result.stderr
     assert not (tmp_path / "state").exists(), "nothing may be created before the checks pass"

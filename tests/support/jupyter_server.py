@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import signal
 import socket
@@ -88,5 +89,35 @@ def running_jupyterlab(root_dir: Path, scratch: Path, extra_args: tuple[str, ...
     try:
         wait_until_answering(lab.url("api/status"), process, log_path)
         yield lab
+    finally:
+        stop(process)
+
+
+LAB_URL = re.compile(r"(http://127\.0\.0\.1:\d+)/lab\?token=([0-9a-f]+)")
+
+
+@contextlib.contextmanager
+def make_lab(checkout: Path, scratch: Path, *make_args: str):
+    """`make lab` run in checkout on a free loopback port, headless; yields (base URL, token)."""
+    port = free_port()
+    environment = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    environment["JUPYTER_RUNTIME_DIR"] = str(scratch / "runtime")
+    log_path = scratch / "make-lab.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(["make", "lab", f"PORT={port}", "IP=127.0.0.1", *make_args],
+                                   cwd=checkout, stdout=log, stderr=subprocess.STDOUT, env=environment,
+                                   start_new_session=True)
+    try:
+        deadline, match = time.monotonic() + 180, None
+        while match is None and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.5)
+            match = LAB_URL.search(log_path.read_text())
+        assert match, f"make lab printed no URL with a token:\n{log_path.read_text()[-3000:]}"
+        base, token = match.groups()
+        assert base.endswith(f":{port}")
+        # The first page of a fresh JupyterLab can take longer than one request's timeout on a busy
+        # machine: ask again until it answers 200 (or the server exits, or a minute passes).
+        wait_until_answering(f"{base}/lab?token={token}", process, log_path, timeout=60)
+        yield base, token
     finally:
         stop(process)

@@ -1,0 +1,102 @@
+"""Grading from a checkout whose parent folder other users cannot enter (root's home, `mktemp -d`): the
+sandbox still reaches the course's Python and code, and a reference solution short of full marks stops
+the run before anyone is graded.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograde_tests import probe_course
+from autograde_tests.conftest import REPO
+from course_lib.grading import fixtures, pipeline
+from course_lib.grading.preflight import GradingRefused
+from course_lib.grading.sandbox import SandboxPolicy, running_as_root
+from tests.support.venv_copy import copy_venv
+
+# The checkout's own state, not part of a fresh clone (top level only: course_lib/grading is code).
+NOT_COPIED = {".git", ".venv", "grading", "test-artifacts", "runs", ".pytest_cache", ".ruff_cache"}
+
+
+def _not_copied(folder: str, names: list[str]) -> set[str]:
+    top = NOT_COPIED if Path(folder) == REPO else set()
+    return {n for n in names if n in top or n == "__pycache__" or n.endswith(".egg-info")}
+
+
+def clone_with_venv(into: Path) -> Path:
+    """The course's files and a virtual environment set up for them, under into."""
+    clone = into / "course"
+    shutil.copytree(REPO, clone, ignore=_not_copied, symlinks=True)
+    copy_venv(clone / ".venv", clone, REPO)
+    return clone
+
+
+@pytest.mark.slow
+def test_demo_class_is_graded_from_a_checkout_inside_a_private_folder(tmp_path):
+    if not running_as_root():
+        pytest.skip("only root grading drops to another uid, which a private folder could lock out")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    clone = clone_with_venv(private)
+    demo_root = clone / "grading" / "demo"
+    command = [str(clone / ".venv" / "bin" / "python"), "-m", "course_lib.grading.cli", "demo",
+               "--assignment", "01_mlp_by_hand", "--students", "2", "--into", str(demo_root), "--jobs", "2",
+               "--first-uid", "63000"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run(command, cwd=clone, capture_output=True, text=True, timeout=900, env=env)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "reference solution scores full marks" in run.stdout
+    with open(demo_root / "grading" / "grades.csv", newline="") as handle:
+        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    score = {student: float(row["score"]) for student, row in rows.items()}
+    assert score["full_marks"] == float(rows["full_marks"]["max_score"]) > score["partial"]
+    assert (demo_root / "grading" / "feedback" / "full_marks").is_dir()
+
+
+@pytest.mark.slow
+def test_a_reference_solution_short_of_full_marks_stops_the_run_before_anyone_is_graded(tmp_path):
+    root = probe_course.build(tmp_path)
+    source_file = root / "solutions" / "probe" / "probe.ipynb"
+    source = nbformat.read(source_file, as_version=4)
+    for cell in source.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "scale":
+            cell.source = cell.source.replace("v * factor", "v + factor")
+    nbformat.write(source, source_file)
+    release = probe_course.release(root)
+    fixtures.write_submission(root / "grading" / "submitted" / "ada" / "probe", "probe",
+                              fixtures.make_submission(release, {}))
+    run = pipeline.GradingRun(course_root=root, jobs=1, cell_timeout=20, stream=io.StringIO(),
+                              registry="autograde_tests.probe_registry",
+                              policy=SandboxPolicy(uid=62100, gid=62100))
+    with pytest.raises(GradingRefused) as refused:
+        pipeline.grade(run, ["probe"])
+    message = str(refused.value)
+    assert "before grading anyone" in message and "reference solution" in message
+    assert "probe/test_scale" in message, message
+    assert not (root / "grading" / "autograded").exists()
+    assert not (root / "grading" / "grades.csv").exists()
+
+
+@pytest.mark.slow
+def test_a_checkout_the_sandbox_cannot_read_is_refused_with_the_fix(tmp_path):
+    if not running_as_root():
+        pytest.skip("only root grading drops to another uid, which file modes could lock out")
+    clone = clone_with_venv(tmp_path)
+    os.chmod(clone / "course_lib", 0o700)  # a copy, not a hard link: the original keeps its mode
+    command = [str(clone / ".venv" / "bin" / "python"), "-m", "course_lib.grading.cli", "demo",
+               "--assignment", "01_mlp_by_hand", "--students", "1", "--into", str(clone / "grading" / "demo"),
+               "--first-uid", "63100"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run(command, cwd=clone, capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode != 0
+    assert "stopped before grading anyone" in run.stderr and "cannot start this course's Python" in run.stderr
+    assert f"{clone / 'course_lib'}\n" in run.stderr and "chmod -R o+rX" in run.stderr, run.stderr[-3000:]
+    assert not (clone / "grading" / "demo" / "grading" / "autograded").exists()
