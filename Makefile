@@ -27,6 +27,11 @@ ASSIGNMENT ?=
 ZIPS ?=
 # Students graded at once (default: the cores, at most 4): `make grade JOBS=8` on a bigger machine.
 JOBS ?=
+# The rest of the grading CLI's options: ZIP_PATTERN (a named regexp for zip names, docs/instructors.md
+# has Canvas's and Moodle's), CELL_TIMEOUT (seconds per cell), FIRST_UID (sandbox uids from this one).
+ZIP_PATTERN ?=
+CELL_TIMEOUT ?=
+FIRST_UID ?=
 
 .PHONY: setup lab test test-fast lint release grade grade-demo student-kit bench slurm-up slurm-down clean help
 
@@ -73,7 +78,8 @@ release: setup
 
 grade: setup
 	$(BIN)/python -m course_lib.grading.cli grade $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),) $(if $(ZIPS),--zips $(ZIPS),) \
-		$(if $(JOBS),--jobs $(JOBS),)
+		$(if $(ZIP_PATTERN),--zip-pattern '$(ZIP_PATTERN)',) $(if $(JOBS),--jobs $(JOBS),) \
+		$(if $(CELL_TIMEOUT),--cell-timeout $(CELL_TIMEOUT),) $(if $(FIRST_UID),--first-uid $(FIRST_UID),)
 
 grade-demo: setup
 	$(BIN)/python -m course_lib.grading.cli demo $(if $(JOBS),--jobs $(JOBS),)

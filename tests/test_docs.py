@@ -15,7 +15,8 @@ MAKE_CALL = re.compile(r"(?:^|[\s;&|(`])make\s+((?:[A-Z_]+=\S*\s+)*)([a-z][a-z0-
 
 
 def makefile_targets() -> set[str]:
-    text = (ROOT / "Makefile").read_text()
+    """The course's targets and the student kit's (tools/kit/Makefile), which the guides also name."""
+    text = (ROOT / "Makefile").read_text() + (ROOT / "tools" / "kit" / "Makefile").read_text()
     return set(re.findall(r"^([a-z][a-z0-9-]*)\s*:(?!=)", text, re.M))
 
 

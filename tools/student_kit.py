@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 KIT_FILES = ROOT / "tools" / "kit"              # the student Makefile, README and .gitignore
 ROOT_FILES = ("pyproject.toml", "environment.yml", "conftest.py")
-SHIPPED_TOOLS = ("tools/check_notebooks.py",)
+SHIPPED_TOOLS = ("tools/check_notebooks.py", "tools/torch_index.py")
 TEST_FOLDERS = ("tests/sim", "tests/dist", "tests/viz", "tests/examples", "tests/chapters")
 INSTRUCTOR_WORDS = ("autograde_tests", "solutions/", "BEGIN SOLUTION", "HIDDEN TESTS")
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
