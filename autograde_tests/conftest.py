@@ -1,5 +1,6 @@
 """One grading run shared by the slow grading tests: the hostile probe class, chapter 01's solution and
-unanswered release, and chapter 02's solution, unanswered release and wrong rings.
+unanswered release, chapter 02's solution, unanswered release and wrong rings, and chapter 03's
+solution, unanswered release and wrong DDPs.
 
 All the classes sit in one throw-away course and go through `make grade`'s pipeline together, in one pool,
 so the idle time of deadlocked submissions overlaps with the work of the others.
@@ -23,6 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 RING = "02_collectives"
 RING_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ring"
 MLP = "01_mlp_by_hand"
+DDP_CHAPTER = "03_data_parallel"
+DDP_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ddp"
 
 
 @dataclass
@@ -58,12 +61,19 @@ def wrong_rings() -> dict[str, dict]:
     return wrong
 
 
+def wrong_ddps() -> dict[str, dict]:
+    """Every wrong DDP in fixtures/ddp/: each file is the whole source of the exercise cell."""
+    expected = json.loads((DDP_FIXTURES / "expected_scores.json").read_text())
+    return {name: {"ddp": (DDP_FIXTURES / f"{name}.py").read_text()} for name in expected["fixtures"]}
+
+
 @pytest.fixture(scope="session")
 def graded_class(tmp_path_factory) -> GradedClass:
     root = probe_course.build(tmp_path_factory.mktemp("grading-course"))
     students = {"probe": hostile_class.write_class(root)}
     students[RING] = write_chapter_class(root, RING, "ring", wrong_rings())
     students[MLP] = write_chapter_class(root, MLP, MLP)
+    students[DDP_CHAPTER] = write_chapter_class(root, DDP_CHAPTER, "ddp", wrong_ddps())
     log = io.StringIO()
     run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
                               registry="autograde_tests.probe_registry", stream=log,

@@ -8,6 +8,7 @@ from course_lib.grading.judge import IsolatedCheck
 
 CH01 = "autograde_tests.checks.ch01_mlp:"
 CH02 = "autograde_tests.checks.ch02_ring:"
+CH03 = "autograde_tests.checks.ch03_ddp:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -28,4 +29,12 @@ CHECKS = {
         CH02 + "check_ring_all_reduce_no_collectives_hidden", ("ring_all_reduce",)),
     ("02_collectives", "test_ring_all_reduce_no_deadlock"): IsolatedCheck(
         CH02 + "check_ring_all_reduce_no_deadlock_hidden", ("ring_all_reduce",)),
+    ("03_data_parallel", "test_ddp_broadcast"): IsolatedCheck(CH03 + "check_ddp_broadcast_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_gradients"): IsolatedCheck(CH03 + "check_ddp_gradients_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_frozen_and_tied"): IsolatedCheck(
+        CH03 + "check_ddp_frozen_and_tied_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_unused_parameters"): IsolatedCheck(
+        CH03 + "check_ddp_unused_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_overlap"): IsolatedCheck(CH03 + "check_ddp_overlap_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_one_rank"): IsolatedCheck(CH03 + "check_ddp_one_rank_hidden", ("DDP",)),
 }
