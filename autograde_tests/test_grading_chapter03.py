@@ -1,7 +1,8 @@
-"""Chapter 03 through the whole grading pipeline: the solution, the unanswered release, every wrong DDP.
+"""Chapter 03 through the whole grading pipeline: the solution, the unanswered release, the wrong DDPs.
 
 Graded in the shared run (conftest.graded_class); each fixture must earn exactly the points per test
-cell that autograde_tests/fixtures/ddp/expected_scores.json gives it, the solution full marks.
+cell that autograde_tests/fixtures/ddp/expected_scores.json gives it, the solution full marks (the
+fixtures in conftest.DDP_NOT_IN_SHARED_RUN are graded by tests/chapters/test_ch03_ddp_fixtures.py).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 
 import pytest
 
-from autograde_tests.conftest import DDP_CHAPTER, DDP_FIXTURES
+from autograde_tests.conftest import DDP_CHAPTER, DDP_FIXTURES, DDP_NOT_IN_SHARED_RUN
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +19,8 @@ pytestmark = pytest.mark.slow
 def _expected() -> dict[str, dict[str, int]]:
     table = json.loads((DDP_FIXTURES / "expected_scores.json").read_text())
     unanswered = {cell: 0 for cell in table["max_points"]}
-    return {"solution": table["solution"], "release": unanswered, **table["fixtures"]}
+    wrong = {name: points for name, points in table["fixtures"].items() if name not in DDP_NOT_IN_SHARED_RUN}
+    return {"solution": table["solution"], "release": unanswered, **wrong}
 
 
 @pytest.mark.parametrize("name", sorted(_expected()))
