@@ -61,16 +61,12 @@ def wrong_rings() -> dict[str, dict]:
     return wrong
 
 
-# Graded by tests/chapters/test_ch03_ddp_fixtures.py only: "unanswered" is the release, graded here as
-# "release"; "frozen_reduced" loses the same cell as "frozen_crash". Each costs a notebook run here.
-DDP_NOT_IN_SHARED_RUN = ("unanswered", "frozen_reduced")
-
-
 def wrong_ddps() -> dict[str, dict]:
-    """The wrong DDPs of fixtures/ddp/ graded here: each file is the whole source of the exercise cell."""
+    """The wrong DDPs of fixtures/ddp/ graded here (not those its "not_in_shared_run" names: they are
+    graded by tests/chapters/test_ch03_ddp_fixtures.py); each file is the exercise cell's whole source."""
     expected = json.loads((DDP_FIXTURES / "expected_scores.json").read_text())
     return {name: {"ddp": (DDP_FIXTURES / f"{name}.py").read_text()} for name in expected["fixtures"]
-            if name not in DDP_NOT_IN_SHARED_RUN}
+            if name not in expected["not_in_shared_run"]}
 
 
 @pytest.fixture(scope="session")

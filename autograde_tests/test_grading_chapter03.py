@@ -2,7 +2,8 @@
 
 Graded in the shared run (conftest.graded_class); each fixture must earn exactly the points per test
 cell that autograde_tests/fixtures/ddp/expected_scores.json gives it, the solution full marks (the
-fixtures in conftest.DDP_NOT_IN_SHARED_RUN are graded by tests/chapters/test_ch03_ddp_fixtures.py).
+fixtures that expected_scores.json's "not_in_shared_run" names are graded by
+tests/chapters/test_ch03_ddp_fixtures.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 
 import pytest
 
-from autograde_tests.conftest import DDP_CHAPTER, DDP_FIXTURES, DDP_NOT_IN_SHARED_RUN
+from autograde_tests.conftest import DDP_CHAPTER, DDP_FIXTURES
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +20,8 @@ pytestmark = pytest.mark.slow
 def _expected() -> dict[str, dict[str, int]]:
     table = json.loads((DDP_FIXTURES / "expected_scores.json").read_text())
     unanswered = {cell: 0 for cell in table["max_points"]}
-    wrong = {name: points for name, points in table["fixtures"].items() if name not in DDP_NOT_IN_SHARED_RUN}
+    wrong = {name: points for name, points in table["fixtures"].items()
+             if name not in table["not_in_shared_run"]}
     return {"solution": table["solution"], "release": unanswered, **wrong}
 
 
