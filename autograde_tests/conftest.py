@@ -77,7 +77,9 @@ def graded_class(tmp_path_factory) -> GradedClass:
     students[MLP] = write_chapter_class(root, MLP, MLP)
     students[DDP_CHAPTER] = write_chapter_class(root, DDP_CHAPTER, "ddp", wrong_ddps())
     log = io.StringIO()
-    run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
+    # 40 s a cell: chapter 03's import cell (torch DDP imports torch._dynamo) and its training checks
+    # take 10-20 s on a busy 2-core machine; a hanging cell still costs at most that.
+    run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=40, judge_timeout=300,
                               registry="autograde_tests.probe_registry", stream=log,
                               policy=SandboxPolicy(memory_bytes=3 * GiB))
     results = {(r.assignment, r.student): r for r in pipeline.grade(run, sorted(students))}
