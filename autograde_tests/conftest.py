@@ -1,6 +1,5 @@
 """One grading run shared by the slow grading tests: the hostile probe class, chapter 01's solution and
-unanswered release, chapter 02's solution, unanswered release and wrong rings, and chapter 03's
-solution, unanswered release and wrong DDPs.
+unanswered release, and chapter 02's solution, unanswered release and wrong rings.
 
 All the classes sit in one throw-away course and go through `make grade`'s pipeline together, in one pool,
 so the idle time of deadlocked submissions overlaps with the work of the others.
@@ -24,8 +23,6 @@ REPO = Path(__file__).resolve().parents[1]
 RING = "02_collectives"
 RING_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ring"
 MLP = "01_mlp_by_hand"
-DDP_CHAPTER = "03_data_parallel"
-DDP_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ddp"
 
 
 @dataclass
@@ -61,25 +58,14 @@ def wrong_rings() -> dict[str, dict]:
     return wrong
 
 
-def wrong_ddps() -> dict[str, dict]:
-    """The wrong DDPs of fixtures/ddp/ graded here (not those its "not_in_shared_run" names: they are
-    graded by tests/chapters/test_ch03_ddp_fixtures.py); each file is the exercise cell's whole source."""
-    expected = json.loads((DDP_FIXTURES / "expected_scores.json").read_text())
-    return {name: {"ddp": (DDP_FIXTURES / f"{name}.py").read_text()} for name in expected["fixtures"]
-            if name not in expected["not_in_shared_run"]}
-
-
 @pytest.fixture(scope="session")
 def graded_class(tmp_path_factory) -> GradedClass:
     root = probe_course.build(tmp_path_factory.mktemp("grading-course"))
     students = {"probe": hostile_class.write_class(root)}
     students[RING] = write_chapter_class(root, RING, "ring", wrong_rings())
     students[MLP] = write_chapter_class(root, MLP, MLP)
-    students[DDP_CHAPTER] = write_chapter_class(root, DDP_CHAPTER, "ddp", wrong_ddps())
     log = io.StringIO()
-    # 40 s a cell: chapter 03's import cell (torch DDP imports torch._dynamo) and its training checks
-    # take 10-20 s on a busy 2-core machine; a hanging cell still costs at most that.
-    run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=40, judge_timeout=300,
+    run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
                               registry="autograde_tests.probe_registry", stream=log,
                               policy=SandboxPolicy(memory_bytes=3 * GiB))
     results = {(r.assignment, r.student): r for r in pipeline.grade(run, sorted(students))}

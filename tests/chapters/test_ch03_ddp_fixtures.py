@@ -1,9 +1,7 @@
 """Chapter 03's hidden checks on the reference DDP and on the known-wrong DDPs (no nbgrader).
 
 Every fixture in autograde_tests/fixtures/ddp/ must earn exactly the points expected_scores.json gives
-it, test cell by test cell; the solution notebook's own DDP cell must earn full marks. Only the fixtures
-the shared grading run skips (expected_scores.json's "not_in_shared_run") are run here; the others go
-through the whole pipeline in autograde_tests/test_grading_chapter03.py.
+it, test cell by test cell; the solution notebook's own DDP cell must earn full marks.
 """
 
 import json
@@ -67,7 +65,7 @@ def test_the_solution_earns_full_marks():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fixture", EXPECTED["not_in_shared_run"])
+@pytest.mark.parametrize("fixture", sorted(EXPECTED["fixtures"]))
 def test_each_wrong_ddp_loses_exactly_its_points(fixture):
     points, messages = earned_points((FIXTURES / f"{fixture}.py").read_text())
     assert points == EXPECTED["fixtures"][fixture], messages
