@@ -12,6 +12,7 @@ CH05 = "autograde_tests.checks.ch05_pipeline:"
 CH06 = "autograde_tests.checks.ch06_tensor_parallel:"
 TP_PAIR = ("ColumnParallelLinear", "RowParallelLinear")
 CH08 = "autograde_tests.checks.ch08_mesh:"
+CH03 = "autograde_tests.checks.ch03_ddp:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -70,4 +71,12 @@ CHECKS = {
         CH08 + "check_groups_inside_node_hidden", ("groups_inside_node",)),
     ("08_nd_parallelism", "test_mesh_bad_shapes"): IsolatedCheck(
         CH08 + "check_mesh_bad_shapes_hidden", ("mesh_coordinates", "mesh_groups", "groups_inside_node")),
+    ("03_data_parallel", "test_ddp_broadcast"): IsolatedCheck(CH03 + "check_ddp_broadcast_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_gradients"): IsolatedCheck(CH03 + "check_ddp_gradients_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_frozen_and_tied"): IsolatedCheck(
+        CH03 + "check_ddp_frozen_and_tied_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_unused_parameters"): IsolatedCheck(
+        CH03 + "check_ddp_unused_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_overlap"): IsolatedCheck(CH03 + "check_ddp_overlap_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_one_rank"): IsolatedCheck(CH03 + "check_ddp_one_rank_hidden", ("DDP",)),
 }

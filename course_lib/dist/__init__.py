@@ -6,7 +6,7 @@ function runs on a cluster through ``python -m course_lib.dist.launch module:fun
 
 from .backend import current_device
 from .calibrate import GLOO_SEGMENT_BYTES, calibrate, measure_all_reduce, predict_all_reduce
-from .ddp_step import make_wide_mlp, measure_ddp_step
+from .ddp_step import make_wide_mlp, measure_ddp_step, record_ddp_buckets
 from .errors import ForbiddenCallError, RankFailure, RanksHungError
 from .runner import run_ranks
 from .timeline import traffic_timeline
@@ -14,5 +14,5 @@ from .traffic import COLLECTIVES, POINT_TO_POINT, TrafficEvent, TrafficLog, reco
 
 __all__ = ["COLLECTIVES", "GLOO_SEGMENT_BYTES", "POINT_TO_POINT", "ForbiddenCallError", "RankFailure",
            "RanksHungError", "TrafficEvent", "TrafficLog", "calibrate", "current_device", "make_wide_mlp",
-           "measure_all_reduce", "measure_ddp_step", "predict_all_reduce", "record_traffic", "run_ranks",
-           "traffic_timeline"]
+           "measure_all_reduce", "measure_ddp_step", "predict_all_reduce", "record_ddp_buckets",
+           "record_traffic", "run_ranks", "traffic_timeline"]

@@ -1,4 +1,5 @@
-"""Timing real data-parallel training steps (torch DDP over gloo) to hold against the simulator's.
+"""Timing real data-parallel training steps (torch DDP over gloo) to hold against the simulator's, and
+recording when torch DDP all-reduces its buckets (``record_ddp_buckets``).
 
 ``measure_ddp_step`` trains an MLP of any widths on forked ranks and returns the median step time, the
 real counterpart of ``course_lib.sim.simulate_training_step(MLPSpec(widths), cluster, dp=world_size)``.
@@ -29,6 +30,19 @@ def make_wide_mlp(widths, seed: int = 0) -> nn.Sequential:
             linear.bias.uniform_(-bound, bound, generator=generator)
         layers += [linear, nn.ReLU()]
     return nn.Sequential(*layers[:-1])
+
+
+def _recorded_all_reduce(state, bucket):
+    """torch DDP's default bucket all-reduce (average), issued from Python so record_traffic sees it."""
+    averaged = bucket.buffer().div_(dist.get_world_size())
+    return dist.all_reduce(averaged, async_op=True).get_future().then(lambda done: done.value()[0])
+
+
+def record_ddp_buckets(model: DistributedDataParallel) -> DistributedDataParallel:
+    """Make ``model``'s bucket all-reduces visible to ``record_traffic`` (its C++ reducer's are not):
+    each bucket is then averaged by a Python communication hook doing what DDP does by default."""
+    model.register_comm_hook(None, _recorded_all_reduce)
+    return model
 
 
 def _ddp_step_seconds(rank: int, world_size: int, widths, global_batch: int, steps: int) -> float:

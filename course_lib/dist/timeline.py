@@ -27,19 +27,32 @@ def _flatten(records) -> list[TrafficEvent]:
     return events
 
 
+def _logs(records) -> list[TrafficLog]:
+    if isinstance(records, TrafficLog):
+        return [records]
+    if isinstance(records, TrafficEvent) or not isinstance(records, Iterable):
+        return []
+    return [log for record in records for log in _logs(record)]
+
+
 def traffic_timeline(records, world_size: int | None = None, title: str = "measured run") -> Timeline:
-    """A Timeline with one lane per rank and one ``comm`` event per recorded call.
+    """A Timeline with one lane per rank, one ``comm`` event per recorded call and one ``compute``
+    event per ``log.span(...)`` block.
 
     ``records`` is what the ranks returned: a list of ``TrafficLog`` (``run_ranks`` results), or of
     lists of ``TrafficEvent``. Labels read ``send->1``, ``recv<-0`` or the collective's name; each
     event's meta holds ``op``, ``peer`` and ``nbytes``.
     """
     events = _flatten(records)
-    ranks = world_size if world_size is not None else 1 + max((e.rank for e in events), default=-1)
-    if any(e.rank >= ranks for e in events):
-        raise ValueError(f"a record names rank {max(e.rank for e in events)} but world_size={ranks}")
+    spans = [(log.rank, *span) for log in _logs(records) for span in log.spans]
+    named = [e.rank for e in events] + [span[0] for span in spans]
+    ranks = world_size if world_size is not None else 1 + max(named, default=-1)
+    if any(rank >= ranks for rank in named):
+        raise ValueError(f"a record names rank {max(named)} but world_size={ranks}")
     timeline = Timeline([f"rank {rank}" for rank in range(ranks)], title=title)
-    origin = min((e.start for e in events), default=0.0)
+    origin = min([e.start for e in events] + [start for _, _, start, _ in spans], default=0.0)
+    for rank, label, start, end in spans:
+        timeline.add(rank, start - origin, max(end, start) - origin, "compute", label)
     for event in sorted(events, key=lambda e: (e.rank, e.start)):
         arrow = {"send": "->", "isend": "->", "recv": "<-", "irecv": "<-"}.get(event.op)
         label = f"{event.op}{arrow}{event.peer}" if arrow and event.peer is not None else event.op

@@ -65,6 +65,16 @@ class TrafficLog:
 
     rank: int
     events: list[TrafficEvent] = field(default_factory=list)
+    spans: list[tuple[str, float, float]] = field(default_factory=list)   # (label, start, end) of work
+
+    @contextlib.contextmanager
+    def span(self, label: str):
+        """Note when the work inside the block (a forward, a backward) ran, on the events' clock."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.spans.append((str(label), start, time.perf_counter()))
 
     def bytes_sent(self) -> int:
         """Bytes this rank sent point-to-point (send and isend)."""
@@ -124,6 +134,14 @@ class _TimedWork:
         result = self._work.wait(*args, **kwargs)
         self._event.end = time.perf_counter()
         return result
+
+    def get_future(self):
+        """The work's future; the event ends when it completes (a DDP communication hook never waits)."""
+        def note_end(done):
+            self._event.end = max(self._event.end, time.perf_counter())
+            return done.value()
+
+        return self._work.get_future().then(note_end)
 
     def __getattr__(self, name):
         return getattr(self._work, name)

@@ -1,0 +1,103 @@
+"""The judging half of chapter 03's DDP checks on made-up runs, and the lesson's helpers."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from course_lib.examples.one_process_data_parallel import one_process_data_parallel_step
+from course_lib.grading.ddp_checks import (
+    _close,
+    overlap_problems,
+    silence_problems,
+    single_process,
+    unique_trainable_bytes,
+    volume_problems,
+)
+from course_lib.grading.ddp_runs import MODELS, DDPCase, DDPRun, build_model, global_batches
+from course_lib.grading.own_ring import own_ring_all_reduce
+
+CASE = DDPCase("course MLP", 25.0, steps=2)
+
+
+def step_outcome(events, backward_end=2.0):
+    """One rank's outcome of two steps: forward spans at 0 and 10, backward ending ``backward_end`` later."""
+    spans = [("construct", -1.0, -0.5), ("forward", 0.0, 1.0), ("backward", 1.0, backward_end),
+             ("forward", 10.0, 11.0), ("backward", 11.0, 10 + backward_end)]
+    return {"spans": spans, "events": events}
+
+
+def test_an_all_reduce_during_the_backward_overlaps_and_one_after_it_does_not():
+    inside = [("all_reduce", 8, 1.5, 3.0), ("all_reduce", 8, 11.5, 13.0)]
+    after = [("all_reduce", 8, 2.5, 3.0), ("all_reduce", 8, 12.5, 13.0)]
+    assert overlap_problems(DDPRun(2, [CASE], 1, [[step_outcome(inside)] * 2])) == []
+    problems = overlap_problems(DDPRun(2, [CASE], 1, [[step_outcome(after)] * 2]))
+    assert len(problems) == 2 and "500.00 ms after loss.backward() returned" in problems[0]
+    silent = overlap_problems(DDPRun(2, [CASE], 1, [[step_outcome([])] * 2]))
+    assert "no communication recorded" in silent[0]
+
+
+def test_the_all_reduced_volume_must_be_the_trainable_bytes_once():
+    case = DDPCase("frozen and tied", 25.0, steps=2)
+    model = build_model("frozen and tied", 1)
+    expected = unique_trainable_bytes(model)
+    assert expected == 4 * (6 * 6 + 6 + 6 + 6 * 2 + 2)   # first (tied with second's weight), biases, out
+    right = [("all_reduce", expected, 1.5, 2.5), ("all_reduce", expected, 11.5, 12.5)]
+    twice = [("all_reduce", expected + 144, 1.5, 2.5), ("all_reduce", expected + 144, 11.5, 12.5)]
+    assert volume_problems(DDPRun(2, [case], 1, [[step_outcome(right)] * 2])) == []
+    problems = volume_problems(DDPRun(2, [case], 1, [[step_outcome(twice)] * 2]))
+    assert "a tied parameter counts once" in problems[0]
+
+
+def test_one_rank_must_send_nothing_and_errors_are_reported_as_they_came():
+    assert silence_problems(DDPRun(1, [CASE], 1, [[step_outcome([])]])) == []
+    talking = DDPRun(1, [CASE], 1, [[step_outcome([("broadcast", 8, 0, 0)])]])
+    assert "broadcast" in silence_problems(talking)[0]
+    broken = DDPRun(2, [CASE], 1, error="DDP raised on 2 ranks: boom")
+    assert overlap_problems(broken) == volume_problems(broken) == [broken.error]
+
+
+def test_a_missing_gradient_matches_only_nothing_or_zeros():
+    assert _close(None, None) and _close(torch.zeros(3), None)
+    assert not _close(torch.ones(3), None) and not _close(None, torch.zeros(3))
+    assert not _close(torch.zeros(2), torch.zeros(3))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_models_and_batches_are_reproducible(name):
+    first, again = build_model(name, 5), build_model(name, 5)
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values(),
+                                                 strict=True))
+    inputs, targets = global_batches(name, 5, 3, 1)[0]
+    assert len(inputs) == len(targets) == 12
+    assert first(inputs).shape == targets.shape
+
+
+def test_single_process_reference_leaves_the_unused_layer_without_gradient():
+    grads, final = single_process(DDPCase("unused layer", 25.0, steps=2), 3, 2)
+    assert grads[0]["spare.weight"] is None and grads[0]["hidden.weight"] is not None
+    assert torch.equal(final["spare.weight"], build_model("unused layer", 3).spare.weight)
+
+
+def test_the_one_process_data_parallel_step_equals_a_step_on_the_whole_batch():
+    model, inputs, targets = nn.Linear(6, 2), torch.randn(8, 6), torch.randn(8, 2)
+    reference = copy.deepcopy(model)
+    report = one_process_data_parallel_step(model, inputs, targets, replicas=2, lr=0.1)
+    nn.functional.mse_loss(reference(inputs), targets).backward()
+    with torch.no_grad():
+        for p in reference.parameters():
+            p -= 0.1 * p.grad
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(model.parameters(), reference.parameters(),
+                                                               strict=True))
+    assert report["threads"] == 2 and len(report["pids"]) == 1
+    assert report["bytes_copied"] == 2 * 4 * (6 * 2 + 2)
+
+
+def test_without_a_chapter_02_notebook_torchs_all_reduce_stands_in(tmp_path):
+    import torch.distributed as dist
+
+    function, sentence = own_ring_all_reduce(tmp_path / "missing.ipynb")
+    assert function is dist.all_reduce and "dist.all_reduce" in sentence

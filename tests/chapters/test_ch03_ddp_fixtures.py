@@ -1,0 +1,71 @@
+"""Chapter 03's hidden checks on the reference DDP and on the known-wrong DDPs (no nbgrader).
+
+Every fixture in autograde_tests/fixtures/ddp/ must earn exactly the points expected_scores.json gives
+it, test cell by test cell; the solution notebook's own DDP cell must earn full marks.
+"""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograde_tests.checks import ch03_ddp
+from course_lib.grading.fixtures import SOLUTION_MARKERS
+from course_lib.grading.student_function import StudentFunction
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "autograde_tests" / "fixtures" / "ddp"
+EXPECTED = json.loads((FIXTURES / "expected_scores.json").read_text())
+SOLUTION = ROOT / "solutions" / "03_data_parallel" / "03_data_parallel.ipynb"
+EXERCISE_CELL = "ddp"
+
+TEST_CELLS = {
+    "test_ddp_broadcast": ch03_ddp.check_ddp_broadcast_hidden,
+    "test_ddp_gradients": ch03_ddp.check_ddp_gradients_hidden,
+    "test_ddp_frozen_and_tied": ch03_ddp.check_ddp_frozen_and_tied_hidden,
+    "test_ddp_unused_parameters": ch03_ddp.check_ddp_unused_hidden,
+    "test_ddp_overlap": ch03_ddp.check_ddp_overlap_hidden,
+    "test_ddp_one_rank": ch03_ddp.check_ddp_one_rank_hidden,
+}
+
+
+def solution_source() -> str:
+    cells = nbformat.read(str(SOLUTION), as_version=4).cells
+    [cell] = [c for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == EXERCISE_CELL]
+    return SOLUTION_MARKERS.sub("", cell.source)
+
+
+def earned_points(source: str) -> tuple[dict, dict]:
+    """Points per test cell, and the failure message of each failing cell."""
+    points, messages = {}, {}
+    for grade_id, check in TEST_CELLS.items():
+        try:
+            check(StudentFunction("DDP", sources=[source]))
+        except AssertionError as error:
+            points[grade_id], messages[grade_id] = 0, str(error)
+        else:
+            points[grade_id] = ch03_ddp.POINTS[grade_id]
+    return points, messages
+
+
+def test_points_table_matches_the_notebook_and_the_fixture_table():
+    cells = nbformat.read(str(SOLUTION), as_version=4).cells
+    graded = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+              for c in cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert graded == ch03_ddp.POINTS == EXPECTED["max_points"]
+    assert set(TEST_CELLS) == set(graded)
+    assert sorted(p.stem for p in FIXTURES.glob("*.py")) == sorted(EXPECTED["fixtures"])
+
+
+@pytest.mark.slow
+def test_the_solution_earns_full_marks():
+    points, messages = earned_points(solution_source())
+    assert points == EXPECTED["solution"], messages
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", sorted(EXPECTED["fixtures"]))
+def test_each_wrong_ddp_loses_exactly_its_points(fixture):
+    points, messages = earned_points((FIXTURES / f"{fixture}.py").read_text())
+    assert points == EXPECTED["fixtures"][fixture], messages
