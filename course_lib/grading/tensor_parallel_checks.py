@@ -16,6 +16,7 @@ from course_lib.grading.tensor_parallel_runs import (
     LayerCase,
     _close,
     _sharded,
+    backpropagate,
     build_full,
     case_tensors,
     run_layers,
@@ -123,7 +124,7 @@ def _dtensor_and_yours(rank, world_size, students, case, seed, plan):
         x, upstream = case_tensors(case, seed)
         x.requires_grad_(True)
         out = model(x)
-        out.backward(upstream)
+        backpropagate(out, upstream)
         grads = {name: getattr(p.grad, "to_local", lambda g=p.grad: g)().detach().clone()
                  for name, p in model.named_parameters()}
         results[label] = {"output": out.detach().clone(), "input gradient": x.grad.detach().clone(), **grads}

@@ -71,6 +71,12 @@ def case_tensors(case: LayerCase, seed: int) -> tuple[torch.Tensor, torch.Tensor
     return x, upstream.to(dtype)
 
 
+def backpropagate(out: torch.Tensor, upstream: torch.Tensor) -> None:
+    """Backward with dL/d(out) = upstream, through a scalar loss: out.backward(upstream) would import
+    sympy (seconds, and memory in every forked rank) on its first use."""
+    (out * upstream).sum().backward()
+
+
 def _sharded(case: LayerCase, full: nn.Module, column_cls, row_cls) -> nn.Module:
     """The case's model with the student's layers in place of the Linear layers the plan splits."""
     if case.kind == "column":
@@ -102,7 +108,7 @@ def _run_layer_cases(rank, world_size, students, cases, seed):
         with record_traffic() as forward_log:
             out = model(x)
         with record_traffic() as backward_log:
-            out.backward(upstream)
+            backpropagate(out, upstream)
         grads = {name: (None if p.grad is None else p.grad.detach().clone())
                  for name, p in model.named_parameters()}
         outcomes.append({"out": out.detach().clone(), "input_grad": x.grad.detach().clone(), "grads": grads,
@@ -124,9 +130,6 @@ class LayerRun:
 
 def run_layers(students: dict, world_size: int, cases, seed: int, timeout: float) -> LayerRun:
     """Run the cases on ``world_size`` real ranks; a failure or hang is recorded, never raised."""
-    # backward(gradient) imports sympy (3 s) on first use: once here, not once in every forked rank
-    import torch.fx.experimental.symbolic_shapes  # noqa: F401
-
     run = LayerRun(world_size, list(cases), seed)
     try:
         per_rank = run_ranks(_run_layer_cases, world_size, students, run.cases, seed, timeout=timeout,
@@ -157,7 +160,7 @@ def _reference(case: LayerCase, seed: int):
         if isinstance(module, nn.Linear):
             module.register_forward_hook(_keeper(seen, path.rsplit(".", 1)[-1] or case.kind))
     out = full(x)
-    out.backward(upstream)
+    backpropagate(out, upstream)
     grads = {name: p.grad for name, p in full.named_parameters()}
     return out.detach(), x.grad, grads, seen
 
