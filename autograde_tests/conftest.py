@@ -1,5 +1,6 @@
 """One grading run shared by the slow grading tests: the hostile probe class, chapter 01's solution and
-unanswered release, and chapter 02's solution, unanswered release and wrong rings.
+unanswered release, chapter 02's solution, unanswered release and wrong rings, and chapter 07's
+solution, unanswered release and one wrong answer per part.
 
 All the classes sit in one throw-away course and go through `make grade`'s pipeline together, in one pool,
 so the idle time of deadlocked submissions overlaps with the work of the others.
@@ -23,6 +24,11 @@ REPO = Path(__file__).resolve().parents[1]
 RING = "02_collectives"
 RING_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ring"
 MLP = "01_mlp_by_hand"
+ZERO = "07_zero_fsdp"
+ZERO_FIXTURES = REPO / "autograde_tests" / "fixtures" / "zero"
+# Through nbgrader: one wrong answer per part (each re-runs the whole lesson); every fixture's points are
+# also checked straight against the hidden checks by tests/chapters/test_ch07_zero_fixtures.py.
+ZERO_GRADED = ("all_reduce_gradients", "steps_everything")
 
 
 @dataclass
@@ -58,12 +64,20 @@ def wrong_rings() -> dict[str, dict]:
     return wrong
 
 
+def wrong_zero(names=ZERO_GRADED) -> dict[str, dict]:
+    """The named fixtures of fixtures/zero/: each one's wrong cells over the solution's other cells."""
+    source = nbformat.read(REPO / "solutions" / ZERO / f"{ZERO}.ipynb", as_version=4)
+    solution = fixtures.solution_sources(source)
+    return {name: {**solution, **fixtures.load_py_fixture(ZERO_FIXTURES / f"{name}.py")} for name in names}
+
+
 @pytest.fixture(scope="session")
 def graded_class(tmp_path_factory) -> GradedClass:
     root = probe_course.build(tmp_path_factory.mktemp("grading-course"))
     students = {"probe": hostile_class.write_class(root)}
     students[RING] = write_chapter_class(root, RING, "ring", wrong_rings())
     students[MLP] = write_chapter_class(root, MLP, MLP)
+    students[ZERO] = write_chapter_class(root, ZERO, "zero", wrong_zero())
     log = io.StringIO()
     run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
                               registry="autograde_tests.probe_registry", stream=log,

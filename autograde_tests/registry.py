@@ -8,6 +8,8 @@ from course_lib.grading.judge import IsolatedCheck
 
 CH01 = "autograde_tests.checks.ch01_mlp:"
 CH02 = "autograde_tests.checks.ch02_ring:"
+CH07 = "autograde_tests.checks.ch07_zero:"
+CH07_OPTIMIZER = "autograde_tests.checks.ch07_optimizer:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -28,4 +30,16 @@ CHECKS = {
         CH02 + "check_ring_all_reduce_no_collectives_hidden", ("ring_all_reduce",)),
     ("02_collectives", "test_ring_all_reduce_no_deadlock"): IsolatedCheck(
         CH02 + "check_ring_all_reduce_no_deadlock_hidden", ("ring_all_reduce",)),
+    ("07_zero_fsdp", "test_shard_parameters"): IsolatedCheck(
+        CH07 + "check_shard_parameters_hidden", ("shard_parameters",)),
+    ("07_zero_fsdp", "test_gather_parameters"): IsolatedCheck(
+        CH07 + "check_gather_parameters_hidden", ("gather_parameters",)),
+    ("07_zero_fsdp", "test_reduce_scatter_gradients"): IsolatedCheck(
+        CH07 + "check_reduce_scatter_gradients_hidden", ("reduce_scatter_gradients",)),
+    ("07_zero_fsdp", "test_sharded_optimizer_values"): IsolatedCheck(
+        CH07_OPTIMIZER + "check_sharded_optimizer_values_hidden", ("ShardedOptimizer",)),
+    ("07_zero_fsdp", "test_sharded_optimizer_memory"): IsolatedCheck(
+        CH07_OPTIMIZER + "check_sharded_optimizer_memory_hidden", ("ShardedOptimizer",)),
+    ("07_zero_fsdp", "test_sharded_optimizer_api"): IsolatedCheck(
+        CH07_OPTIMIZER + "check_sharded_optimizer_api_hidden", ("ShardedOptimizer",)),
 }

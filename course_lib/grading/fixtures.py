@@ -45,9 +45,10 @@ def make_submission(release_notebook, answers: dict[str, str]) -> nbformat.Noteb
 
 
 def load_py_fixture(path: Path) -> dict[str, str]:
-    """A fixture file `<name>.py` whose top-level functions answer the solution cells of the same name.
+    """A fixture file `<name>.py` whose top-level functions and classes answer the solution cells of the
+    same name.
 
-    Returns {function name: its source, with the file's imports in front} for every def in the file.
+    Returns {name: its source, with the file's imports in front} for every def and class in the file.
     """
     import ast
 
@@ -56,7 +57,7 @@ def load_py_fixture(path: Path) -> dict[str, str]:
     header = "\n".join(ast.get_source_segment(text, n) for n in tree.body
                        if isinstance(n, (ast.Import, ast.ImportFrom)))
     return {node.name: (header + "\n\n" if header else "") + ast.get_source_segment(text, node)
-            for node in tree.body if isinstance(node, ast.FunctionDef)}
+            for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
 
 
 def write_submission(folder: Path, notebook_name: str, notebook) -> Path:
