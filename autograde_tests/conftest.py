@@ -1,6 +1,6 @@
 """One grading run shared by the slow grading tests: the hostile probe class, chapter 01's solution and
 unanswered release, chapter 02's solution, unanswered release and wrong rings, and chapter 07's
-solution, unanswered release and one wrong answer per part.
+solution, unanswered release and one wrong answer.
 
 All the classes sit in one throw-away course and go through `make grade`'s pipeline together, in one pool,
 so the idle time of deadlocked submissions overlaps with the work of the others.
@@ -26,9 +26,9 @@ RING_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ring"
 MLP = "01_mlp_by_hand"
 ZERO = "07_zero_fsdp"
 ZERO_FIXTURES = REPO / "autograde_tests" / "fixtures" / "zero"
-# Through nbgrader: one wrong answer per part (each re-runs the whole lesson); every fixture's points are
+# Through nbgrader: one wrong answer (each submission re-runs the whole lesson); every fixture's points are
 # also checked straight against the hidden checks by tests/chapters/test_ch07_zero_fixtures.py.
-ZERO_GRADED = ("all_reduce_gradients", "steps_everything")
+ZERO_GRADED = ("steps_everything",)
 
 
 @dataclass

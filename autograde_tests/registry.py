@@ -10,6 +10,7 @@ CH01 = "autograde_tests.checks.ch01_mlp:"
 CH02 = "autograde_tests.checks.ch02_ring:"
 CH07 = "autograde_tests.checks.ch07_zero:"
 CH07_OPTIMIZER = "autograde_tests.checks.ch07_optimizer:"
+CH07_FSDP = "autograde_tests.checks.ch07_fsdp:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -42,4 +43,9 @@ CHECKS = {
         CH07_OPTIMIZER + "check_sharded_optimizer_memory_hidden", ("ShardedOptimizer",)),
     ("07_zero_fsdp", "test_sharded_optimizer_api"): IsolatedCheck(
         CH07_OPTIMIZER + "check_sharded_optimizer_api_hidden", ("ShardedOptimizer",)),
+    ("07_zero_fsdp", "test_fsdp_values"): IsolatedCheck(CH07_FSDP + "check_fsdp_values_hidden", ("FSDP",)),
+    ("07_zero_fsdp", "test_fsdp_memory"): IsolatedCheck(CH07_FSDP + "check_fsdp_memory_hidden", ("FSDP",)),
+    ("07_zero_fsdp", "test_fsdp_traffic"): IsolatedCheck(CH07_FSDP + "check_fsdp_traffic_hidden", ("FSDP",)),
+    ("07_zero_fsdp", "test_fsdp_mixed_precision"): IsolatedCheck(
+        CH07_FSDP + "check_fsdp_mixed_precision_hidden", ("FSDP",)),
 }

@@ -1,5 +1,5 @@
-"""Chapter 07 through the whole grading pipeline: the solution, the unanswered release, one wrong answer
-per part of the exercise (conftest.ZERO_GRADED).
+"""Chapter 07 through the whole grading pipeline: the solution, the unanswered release and the wrong
+answers named in conftest.ZERO_GRADED (tests/chapters/test_ch07_zero_fixtures.py grades every fixture).
 
 Graded in the shared run (conftest.graded_class); each must earn exactly the points per test cell that
 autograde_tests/fixtures/zero/expected_scores.json gives it, the solution full marks.

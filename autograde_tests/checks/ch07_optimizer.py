@@ -19,9 +19,7 @@ param_groups equal AdamW's and whose state entries, split over the ranks without
 
 from __future__ import annotations
 
-import random
-
-from autograde_tests.checks.ch07_zero import fresh_seed
+from autograde_tests.checks.ch07_zero import checked_runs
 from course_lib.grading.optimizer_checks import (
     OptimizerCase,
     api_problems,
@@ -29,7 +27,6 @@ from course_lib.grading.optimizer_checks import (
     run_optimizer,
     value_problems,
 )
-from course_lib.grading.rank_attempt import fail_with
 from course_lib.grading.student_function import as_student_function
 
 TIMEOUT_S = 30
@@ -38,16 +35,8 @@ POINTS = {"test_sharded_optimizer_values": 4, "test_sharded_optimizer_memory": 2
 
 
 def _checked(ShardedOptimizer, world_sizes, case_for, judge, what) -> None:  # noqa: N803
-    seed = fresh_seed()
-    rng, problems = random.Random(seed), []
     student = as_student_function(ShardedOptimizer, "ShardedOptimizer")
-    for world_size in world_sizes:
-        case = case_for(rng, seed)
-        run = run_optimizer(student, case, world_size, TIMEOUT_S)
-        problems += judge(run, case)
-        if run.error:
-            break
-    fail_with([f"{p}\n  (hidden test seed {seed})" for p in problems], what)
+    checked_runs(student, lambda *a: run_optimizer(*a, TIMEOUT_S), world_sizes, case_for, judge, what)
 
 
 def check_sharded_optimizer_values_hidden(ShardedOptimizer) -> None:  # noqa: N803

@@ -36,6 +36,7 @@ from course_lib.grading.zero_checks import (
     reduce_scatter_side,
     shard_problems,
     shard_side,
+    summarize,
     traffic_problems,
 )
 
@@ -86,6 +87,19 @@ def _with_seed(problems: list[str], seed: int) -> list[str]:
     return [f"{p}\n  (hidden test seed {seed})" for p in problems]
 
 
+def checked_runs(student, run, world_sizes, case_for, judge, what: str) -> None:
+    """Parts 2 and 3: per world size, a case drawn from a fresh seed, run, judged; one failure lists all."""
+    seed = fresh_seed()
+    rng, problems = random.Random(seed), []
+    for world_size in world_sizes:
+        case = case_for(rng, seed)
+        outcome = run(student, case, world_size)
+        problems += judge(outcome, case)
+        if outcome.error:
+            break
+    fail_with(_with_seed(problems, seed), what)
+
+
 def check_shard_parameters_hidden(shard_parameters) -> None:
     seed, problems = fresh_seed(), []
     student = as_student_function(shard_parameters, "shard_parameters")
@@ -127,10 +141,10 @@ def check_gather_parameters_hidden(gather_parameters) -> None:
                     problems.append(f"{where}: raised {outcome['raised']}")
                 elif not isinstance(got, list) or len(got) != len(expected):
                     problems.append(f"{where}: expected a list of {len(expected)} tensors (the padding is "
-                                    f"not a parameter), got {_count(got)}")
+                                    f"not a parameter), got {summarize(got)}")
                 elif not all(close(a, b) for a, b in zip(got, expected, strict=True)):
                     problems.append(f"{where}: the gathered tensors differ from the originals (shapes "
-                                    f"{[tuple(t.shape) for t in expected]}, got {_count(got)})")
+                                    f"{[tuple(t.shape) for t in expected]}, got {summarize(got)})")
                 problems += traffic_problems(case, world_size, outcome["events"], GATHERS, "all-gather")
     fail_with(_with_seed(problems, seed), "gather_parameters did not rebuild the parameters")
 
@@ -157,15 +171,7 @@ def check_reduce_scatter_gradients_hidden(reduce_scatter_gradients) -> None:
                     problems.append(f"{where}: raised {outcome['raised']}")
                 elif not close(outcome["shard"], want):
                     problems.append(f"{where}: expected shard {rank} of the summed, padded gradients, "
-                                    f"{want.tolist()[:5]}..., got {_count(outcome['shard'])}")
+                                    f"{want.tolist()[:5]}..., got {summarize(outcome['shard'])}")
                 problems += traffic_problems(case, world_size, outcome["events"], REDUCE_SCATTERS,
                                              "reduce-scatter")
     fail_with(_with_seed(problems, seed), "reduce_scatter_gradients gave wrong shards")
-
-
-def _count(value) -> str:
-    if isinstance(value, list):
-        return f"{len(value)} tensors of shapes {[tuple(getattr(v, 'shape', ())) for v in value]}"
-    if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {tuple(value.shape)}: {value.reshape(-1).tolist()[:5]}..."
-    return str(value)

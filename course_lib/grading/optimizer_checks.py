@@ -164,10 +164,6 @@ def optimizer_side(rank, world_size, student, case: OptimizerCase):
 
 
 def run_optimizer(student, case: OptimizerCase, world_size: int, timeout: float):
-    # torch.optim's first step imports torch._dynamo (seconds); import it here, once, so that the forked
-    # ranks inherit it instead of each importing it on the clock of the timeout
-    import torch._dynamo  # noqa: F401
-
     return attempt(optimizer_side, world_size, student, case, name="ShardedOptimizer", timeout=timeout)
 
 

@@ -24,6 +24,10 @@ class Attempt:
 
 def attempt(rank_fn, world_size: int, *args, name: str, timeout: float) -> Attempt:
     """``run_ranks(rank_fn, world_size, *args)`` with student code inside: failures are described."""
+    # torch.optim's first step imports torch._dynamo (seconds); import it here, once, so that forked ranks
+    # inherit it instead of each importing it against the clock of the timeout
+    import torch._dynamo  # noqa: F401
+
     result = Attempt(world_size)
     try:
         result.per_rank = run_ranks(rank_fn, world_size, *args, timeout=timeout, plain_results=True)

@@ -225,7 +225,7 @@ def check_gather_parameters(gather_parameters, shard_parameters, world_size: int
                 close(a, b) for a, b in zip(got, expected, strict=True)):
             problems.append(f"rank {rank}, {cases[0].describe(world_size)}: expected the original tensors "
                             f"(shapes {[tuple(t.shape) for t in expected]}), got "
-                            f"{outcome['raised'] or _summary(got)}")
+                            f"{outcome['raised'] or summarize(got)}")
         problems += traffic_problems(cases[0], world_size, outcome["events"], GATHERS, "all-gather")
     fail_with(problems, "gather_parameters(shard_parameters(tensors), shapes) is not the tensors")
     print(f"gather_parameters: the {world_size} shards gathered back into the tensors with one all-gather "
@@ -248,13 +248,13 @@ def check_reduce_scatter_gradients(reduce_scatter_gradients, gather_parameters, 
             continue
         shard, want = outcome["shard"], cases[0].shard_numel(world_size)
         if not isinstance(shard, torch.Tensor) or shard.shape != (want,):
-            problems.append(f"{where}: expected a shard of {want} elements, got {_summary(shard)}")
+            problems.append(f"{where}: expected a shard of {want} elements, got {summarize(shard)}")
         got = outcome.get("regathered")
         if not isinstance(got, list) or not all(close(a, b) for a, b in
                                                 zip(got, outcome["all_reduced"], strict=False)):
             problems.append(f"{where}: gather_parameters(your shard) should equal dist.all_reduce of the "
                             f"gradients, {[t.reshape(-1)[:3].tolist() for t in outcome['all_reduced']]}"
-                            f"...; got {_summary(got)}")
+                            f"...; got {summarize(got)}")
         problems += traffic_problems(cases[0], world_size, outcome["events"], REDUCE_SCATTERS,
                                      "reduce-scatter")
     fail_with(problems, "reduce_scatter_gradients gave wrong shards")
@@ -262,7 +262,8 @@ def check_reduce_scatter_gradients(reduce_scatter_gradients, gather_parameters, 
           f"{cases[0].bytes_moved(world_size)} bytes")
 
 
-def _summary(value) -> str:
+def summarize(value) -> str:
+    """A short description of what a student's function returned, for messages."""
     if isinstance(value, list):
         return f"{len(value)} tensors of shapes {[tuple(getattr(v, 'shape', ())) for v in value]}"
     if isinstance(value, torch.Tensor):

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograde_tests.checks import ch07_optimizer, ch07_zero
+from autograde_tests.checks import ch07_fsdp, ch07_optimizer, ch07_zero
 from autograde_tests.registry import CHECKS
 from course_lib.grading import fixtures
 from course_lib.grading.student_function import StudentFunction
@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "autograde_tests" / "fixtures" / "zero"
 EXPECTED = json.loads((FIXTURES / "expected_scores.json").read_text())
 SOLUTION = ROOT / "solutions" / "07_zero_fsdp" / "07_zero_fsdp.ipynb"
-POINTS = {**ch07_zero.POINTS, **ch07_optimizer.POINTS}
-PARTS = {"ShardedOptimizer": tuple(ch07_optimizer.POINTS)}   # the rest answer part 1
+POINTS = {**ch07_zero.POINTS, **ch07_optimizer.POINTS, **ch07_fsdp.POINTS}
+MODULES = {"ShardedOptimizer": ch07_optimizer, "FSDP": ch07_fsdp}   # the other cells answer part 1
 
 
 def _cells():
@@ -37,7 +37,7 @@ def earned_points(answers: dict[str, str], grade_ids) -> tuple[dict, dict]:
     points, messages = {}, {}
     for grade_id in grade_ids:
         entry = CHECKS[("07_zero_fsdp", grade_id)]
-        module = ch07_zero if grade_id in ch07_zero.POINTS else ch07_optimizer
+        module = next(m for m in (ch07_zero, ch07_optimizer, ch07_fsdp) if grade_id in m.POINTS)
         check = getattr(module, entry.check.split(":")[1])
         try:
             check(StudentFunction(entry.functions[0], sources=sources))
@@ -62,7 +62,10 @@ def test_the_grading_paragraphs_state_the_notebooks_points():
     stated = {"test_shard_parameters": "`shard_parameters` ({} points)", "test_gather_parameters":
               "`gather_parameters` ({})", "test_reduce_scatter_gradients": "`reduce_scatter_gradients` ({})",
               "test_sharded_optimizer_values": "Values ({} points)", "test_sharded_optimizer_memory":
-              "Memory ({})", "test_sharded_optimizer_api": "Torch behaviour ({})"}
+              "Memory ({})", "test_sharded_optimizer_api": "Torch behaviour ({})",
+              "test_fsdp_values": "Values ({} points): 3 SGD",
+              "test_fsdp_memory": "Memory ({}): the parameter",
+              "test_fsdp_traffic": "Traffic ({})", "test_fsdp_mixed_precision": "Mixed precision ({})"}
     for grade_id, phrase in stated.items():
         assert phrase.format(POINTS[grade_id]) in text, (grade_id, phrase)
 
@@ -72,7 +75,8 @@ def test_each_fixture_answers_only_cells_of_one_part():
     for name in EXPECTED["fixtures"]:
         answered = set(fixtures.load_py_fixture(FIXTURES / f"{name}.py"))
         assert answered and answered <= solution_cells, (name, answered)
-        assert answered == {"ShardedOptimizer"} or "ShardedOptimizer" not in answered, name
+        classes = answered & set(MODULES)
+        assert not classes or answered == classes and len(classes) == 1, name
 
 
 @pytest.mark.slow
@@ -87,7 +91,7 @@ def test_each_wrong_answer_loses_exactly_its_points(fixture):
     """Only the checks of the fixture's own part run: the other part's cells are the solution's, whose
     full marks the test above shows."""
     answers = fixtures.load_py_fixture(FIXTURES / f"{fixture}.py")
-    part = PARTS.get(next(iter(answers)), tuple(ch07_zero.POINTS))
+    part = tuple(MODULES.get(next(iter(answers)), ch07_zero).POINTS)
     points, messages = earned_points({**_solution(), **answers}, part)
     expected = {grade_id: EXPECTED["fixtures"][fixture][grade_id] for grade_id in part}
     assert points == expected, (f"{fixture} ({EXPECTED['why'][fixture]}) earned {points}; failures:\n"
