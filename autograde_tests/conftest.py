@@ -1,6 +1,6 @@
 """One grading run shared by the slow grading tests: the hostile probe class, chapter 01's solution and
-unanswered release, chapter 02's solution, unanswered release and wrong rings, and chapter 07's
-solution, unanswered release and one wrong answer.
+unanswered release, and chapter 02's solution, unanswered release and wrong rings; chapter 07's solution
+and unanswered release go through the same pipeline in a run of their own (zero_graded_class).
 
 All the classes sit in one throw-away course and go through `make grade`'s pipeline together, in one pool,
 so the idle time of deadlocked submissions overlaps with the work of the others.
@@ -26,9 +26,9 @@ RING_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ring"
 MLP = "01_mlp_by_hand"
 ZERO = "07_zero_fsdp"
 ZERO_FIXTURES = REPO / "autograde_tests" / "fixtures" / "zero"
-# Through nbgrader: one wrong answer (each submission re-runs the whole lesson); every fixture's points are
-# also checked straight against the hidden checks by tests/chapters/test_ch07_zero_fixtures.py.
-ZERO_GRADED = ("steps_everything",)
+# Wrong answers also sent through nbgrader: none, since each submission re-runs the whole lesson and every
+# hidden check twice; tests/chapters/test_ch07_zero_fixtures.py checks every fixture's points directly.
+ZERO_GRADED: tuple[str, ...] = ()
 
 
 @dataclass
@@ -77,10 +77,23 @@ def graded_class(tmp_path_factory) -> GradedClass:
     students = {"probe": hostile_class.write_class(root)}
     students[RING] = write_chapter_class(root, RING, "ring", wrong_rings())
     students[MLP] = write_chapter_class(root, MLP, MLP)
-    students[ZERO] = write_chapter_class(root, ZERO, "zero", wrong_zero())
     log = io.StringIO()
     run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
                               registry="autograde_tests.probe_registry", stream=log,
                               policy=SandboxPolicy(memory_bytes=3 * GiB))
     results = {(r.assignment, r.student): r for r in pipeline.grade(run, sorted(students))}
+    return GradedClass(root, students, results, log.getvalue())
+
+
+@pytest.fixture(scope="session")
+def zero_graded_class(tmp_path_factory) -> GradedClass:
+    """Chapter 07 in a run of its own: each submission re-runs a long lesson and ten hidden checks twice,
+    which would push the shared run past its timeout on the 2-core machine."""
+    root = probe_course.build(tmp_path_factory.mktemp("zero-course"))
+    students = {ZERO: write_chapter_class(root, ZERO, "zero", wrong_zero())}
+    log = io.StringIO()
+    run = pipeline.GradingRun(course_root=root, jobs=2, cell_timeout=120, judge_timeout=400,
+                              registry="autograde_tests.probe_registry", stream=log,
+                              policy=SandboxPolicy(memory_bytes=3 * GiB))
+    results = {(r.assignment, r.student): r for r in pipeline.grade(run, [ZERO])}
     return GradedClass(root, students, results, log.getvalue())

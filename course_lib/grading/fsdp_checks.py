@@ -73,8 +73,12 @@ def parameter_bytes(root) -> int:
         seen.add(id(item))
         if isinstance(item, torch.Tensor):
             storage = item.untyped_storage()
-            if storage.nbytes() and storage.data_ptr() not in storages:
-                storages.add(storage.data_ptr())
+            try:
+                pointer = storage.data_ptr()
+            except RuntimeError:  # a storage torch has released (FSDP2's unsharded buffers between uses)
+                continue
+            if storage.nbytes() and pointer not in storages:
+                storages.add(pointer)
                 total += storage.nbytes()
         elif isinstance(item, dict):
             stack += [*item.keys(), *item.values()]
