@@ -1,6 +1,7 @@
 """One grading run shared by the slow grading tests: the hostile probe class, chapter 01's solution and
-unanswered release, chapter 02's solution, unanswered release and wrong rings, and, for each later
-chapter with a graded exercise, its solution, unanswered release and wrong submissions.
+unanswered release, chapter 02's solution, unanswered release and wrong rings, and the same for
+chapters 05, 06 and 08. Chapter 07's solution and release go through the pipeline in a run of their own
+(zero_graded_class); chapters 03 and 07 check their wrong fixtures directly (tests/chapters/).
 
 All the classes sit in one throw-away course and go through `make grade`'s pipeline together, in one pool,
 so the idle time of deadlocked submissions overlaps with the work of the others.
@@ -30,6 +31,11 @@ TENSOR_PARALLEL = "06_tensor_parallel"
 TENSOR_PARALLEL_FIXTURES = REPO / "autograde_tests" / "fixtures" / "tensor_parallel"
 MESH = "08_nd_parallelism"
 MESH_FIXTURES = REPO / "autograde_tests" / "fixtures" / "mesh"
+ZERO = "07_zero_fsdp"
+ZERO_FIXTURES = REPO / "autograde_tests" / "fixtures" / "zero"
+# Wrong answers also sent through nbgrader: none, since each submission re-runs the whole lesson and every
+# hidden check twice; tests/chapters/test_ch07_zero_fixtures.py checks every fixture's points directly.
+ZERO_GRADED: tuple[str, ...] = ()
 
 
 @dataclass
@@ -78,6 +84,11 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "graded_class" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.timeout(GRADING_RUN_TIMEOUT_S))
+def wrong_zero(names=ZERO_GRADED) -> dict[str, dict]:
+    """The named fixtures of fixtures/zero/: each one's wrong cells over the solution's other cells."""
+    source = nbformat.read(REPO / "solutions" / ZERO / f"{ZERO}.ipynb", as_version=4)
+    solution = fixtures.solution_sources(source)
+    return {name: {**solution, **fixtures.load_py_fixture(ZERO_FIXTURES / f"{name}.py")} for name in names}
 
 
 @pytest.fixture(scope="session")
@@ -97,4 +108,18 @@ def graded_class(tmp_path_factory) -> GradedClass:
                               policy=SandboxPolicy(memory_bytes=3 * GiB),
                               check_reference=False)  # each chapter's solution is a student of this class
     results = {(r.assignment, r.student): r for r in pipeline.grade(run, sorted(students))}
+    return GradedClass(root, students, results, log.getvalue())
+
+
+@pytest.fixture(scope="session")
+def zero_graded_class(tmp_path_factory) -> GradedClass:
+    """Chapter 07 in a run of its own: each submission re-runs a long lesson and ten hidden checks twice,
+    which would push the shared run past its timeout on the 2-core machine."""
+    root = probe_course.build(tmp_path_factory.mktemp("zero-course"))
+    students = {ZERO: write_chapter_class(root, ZERO, "zero", wrong_zero())}
+    log = io.StringIO()
+    run = pipeline.GradingRun(course_root=root, jobs=2, cell_timeout=120, judge_timeout=400,
+                              registry="autograde_tests.probe_registry", stream=log,
+                              policy=SandboxPolicy(memory_bytes=3 * GiB), check_reference=False)
+    results = {(r.assignment, r.student): r for r in pipeline.grade(run, [ZERO])}
     return GradedClass(root, students, results, log.getvalue())

@@ -13,6 +13,9 @@ CH06 = "autograde_tests.checks.ch06_tensor_parallel:"
 TP_PAIR = ("ColumnParallelLinear", "RowParallelLinear")
 CH08 = "autograde_tests.checks.ch08_mesh:"
 CH03 = "autograde_tests.checks.ch03_ddp:"
+CH07 = "autograde_tests.checks.ch07_zero:"
+CH07_OPTIMIZER = "autograde_tests.checks.ch07_optimizer:"
+CH07_FSDP = "autograde_tests.checks.ch07_fsdp:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -79,4 +82,21 @@ CHECKS = {
         CH03 + "check_ddp_unused_hidden", ("DDP",)),
     ("03_data_parallel", "test_ddp_overlap"): IsolatedCheck(CH03 + "check_ddp_overlap_hidden", ("DDP",)),
     ("03_data_parallel", "test_ddp_one_rank"): IsolatedCheck(CH03 + "check_ddp_one_rank_hidden", ("DDP",)),
+    ("07_zero_fsdp", "test_shard_parameters"): IsolatedCheck(
+        CH07 + "check_shard_parameters_hidden", ("shard_parameters",)),
+    ("07_zero_fsdp", "test_gather_parameters"): IsolatedCheck(
+        CH07 + "check_gather_parameters_hidden", ("gather_parameters",)),
+    ("07_zero_fsdp", "test_reduce_scatter_gradients"): IsolatedCheck(
+        CH07 + "check_reduce_scatter_gradients_hidden", ("reduce_scatter_gradients",)),
+    ("07_zero_fsdp", "test_sharded_optimizer_values"): IsolatedCheck(
+        CH07_OPTIMIZER + "check_sharded_optimizer_values_hidden", ("ShardedOptimizer",)),
+    ("07_zero_fsdp", "test_sharded_optimizer_memory"): IsolatedCheck(
+        CH07_OPTIMIZER + "check_sharded_optimizer_memory_hidden", ("ShardedOptimizer",)),
+    ("07_zero_fsdp", "test_sharded_optimizer_api"): IsolatedCheck(
+        CH07_OPTIMIZER + "check_sharded_optimizer_api_hidden", ("ShardedOptimizer",)),
+    ("07_zero_fsdp", "test_fsdp_values"): IsolatedCheck(CH07_FSDP + "check_fsdp_values_hidden", ("FSDP",)),
+    ("07_zero_fsdp", "test_fsdp_memory"): IsolatedCheck(CH07_FSDP + "check_fsdp_memory_hidden", ("FSDP",)),
+    ("07_zero_fsdp", "test_fsdp_traffic"): IsolatedCheck(CH07_FSDP + "check_fsdp_traffic_hidden", ("FSDP",)),
+    ("07_zero_fsdp", "test_fsdp_mixed_precision"): IsolatedCheck(
+        CH07_FSDP + "check_fsdp_mixed_precision_hidden", ("FSDP",)),
 }

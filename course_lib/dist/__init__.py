@@ -11,8 +11,9 @@ from .errors import ForbiddenCallError, RankFailure, RanksHungError
 from .runner import run_ranks
 from .timeline import traffic_timeline
 from .traffic import COLLECTIVES, POINT_TO_POINT, TrafficEvent, TrafficLog, record_traffic
+from .wire import wire_bytes
 
 __all__ = ["COLLECTIVES", "GLOO_SEGMENT_BYTES", "POINT_TO_POINT", "ForbiddenCallError", "RankFailure",
            "RanksHungError", "TrafficEvent", "TrafficLog", "calibrate", "current_device", "make_wide_mlp",
            "measure_all_reduce", "measure_ddp_step", "predict_all_reduce", "record_ddp_buckets",
-           "record_traffic", "run_ranks", "traffic_timeline"]
+           "record_traffic", "run_ranks", "traffic_timeline", "wire_bytes"]

@@ -8,6 +8,7 @@ real counterpart of ``course_lib.sim.simulate_training_step(MLPSpec(widths), clu
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 

@@ -181,8 +181,10 @@ class _Recorder:
                 start = time.perf_counter()
                 work = original(group, *args, **kwargs)
                 peer = args[1] if op in ("send", "recv") and len(args) > 1 else None
-                event = TrafficEvent(self.log.rank, op, peer, _tensor_bytes(args[0] if args else None),
-                                     start, start)
+                # nccl-tests' convention, as for the functions: a reduce-scatter counts its input
+                scatter = op.startswith("reduce_scatter") and len(args) > 1
+                counted = args[1] if scatter else (args[0] if args else None)
+                event = TrafficEvent(self.log.rank, op, peer, _tensor_bytes(counted), start, start)
                 self.log.events.append(event)
                 self.pending.append(event)
                 return _TimedWork(work, event) if hasattr(work, "wait") else work

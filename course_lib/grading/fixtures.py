@@ -45,7 +45,7 @@ def make_submission(release_notebook, answers: dict[str, str]) -> nbformat.Noteb
 
 
 def load_py_fixture(path: Path) -> dict[str, str]:
-    """A fixture file `<name>.py` whose top-level functions (or classes) answer the solution cells of the
+    """A fixture file `<name>.py` whose top-level functions and classes answer the solution cells of the
     same name.
 
     Returns {name: its source, with the file's imports in front} for every def and class in the file.

@@ -53,6 +53,19 @@ def test_every_call_is_recorded_with_peer_bytes_and_times():
     assert logs[0].bytes_sent() == 1024 + 512 + 1024 and logs[1].total_bytes("recv") == 1536
 
 
+def single_tensor_collectives(rank, world_size):
+    with record_traffic() as log:
+        dist.all_gather_single(torch.zeros(4 * world_size), torch.ones(4))
+        dist.reduce_scatter_single(torch.zeros(4), torch.ones(4 * world_size))
+    return [(e.op, e.nbytes) for e in log.events]
+
+
+def test_single_tensor_collectives_count_the_whole_buffer_like_nccl_tests():
+    """all_gather_single counts its output, reduce_scatter_single its input: both N x the shard."""
+    for events in run_ranks(single_tensor_collectives, 2):
+        assert events == [("all_gather_into_tensor", 32), ("reduce_scatter_tensor", 32)]
+
+
 def forbidden_all_reduce(rank, world_size):
     with record_traffic(forbid="collectives"):
         dist.all_reduce(torch.ones(4))
