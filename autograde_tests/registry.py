@@ -8,6 +8,7 @@ from course_lib.grading.judge import IsolatedCheck
 
 CH01 = "autograde_tests.checks.ch01_mlp:"
 CH02 = "autograde_tests.checks.ch02_ring:"
+CH02_PREDICT = "autograde_tests.checks.ch02_predict:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -28,4 +29,8 @@ CHECKS = {
         CH02 + "check_ring_all_reduce_no_collectives_hidden", ("ring_all_reduce",)),
     ("02_collectives", "test_ring_all_reduce_no_deadlock"): IsolatedCheck(
         CH02 + "check_ring_all_reduce_no_deadlock_hidden", ("ring_all_reduce",)),
+    ("02_collectives", "test_predict_gloo_all_reduce"): IsolatedCheck(
+        CH02_PREDICT + "check_predict_hidden", ("predict_gloo_all_reduce",)),
+    ("02_collectives", "test_predict_gloo_own_formula"): IsolatedCheck(
+        CH02_PREDICT + "check_predict_own_formula", ("predict_gloo_all_reduce",)),
 }
