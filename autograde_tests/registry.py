@@ -16,6 +16,7 @@ CH03 = "autograde_tests.checks.ch03_ddp:"
 CH07 = "autograde_tests.checks.ch07_zero:"
 CH07_OPTIMIZER = "autograde_tests.checks.ch07_optimizer:"
 CH07_FSDP = "autograde_tests.checks.ch07_fsdp:"
+CH02_PREDICT = "autograde_tests.checks.ch02_predict:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -99,4 +100,8 @@ CHECKS = {
     ("07_zero_fsdp", "test_fsdp_traffic"): IsolatedCheck(CH07_FSDP + "check_fsdp_traffic_hidden", ("FSDP",)),
     ("07_zero_fsdp", "test_fsdp_mixed_precision"): IsolatedCheck(
         CH07_FSDP + "check_fsdp_mixed_precision_hidden", ("FSDP",)),
+    ("02_collectives", "test_predict_gloo_all_reduce"): IsolatedCheck(
+        CH02_PREDICT + "check_predict_hidden", ("predict_gloo_all_reduce",)),
+    ("02_collectives", "test_predict_gloo_own_formula"): IsolatedCheck(
+        CH02_PREDICT + "check_predict_own_formula", ("predict_gloo_all_reduce",)),
 }

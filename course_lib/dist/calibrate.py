@@ -236,9 +236,11 @@ def back_to_back(operation, nbytes: int, block_bytes: int = 16 << 20, max_calls:
     return _repeated(operation, calls), calls
 
 
-def _all_reduce_block(nbytes: int):
-    tensor = torch.ones(max(1, nbytes // 4))
-    return back_to_back(lambda: dist.all_reduce(tensor), nbytes)
+def _all_reduce_block(nbytes: int, all_reduce=None):
+    # zeros: a contestant that sums in place keeps them zeros, however many calls a block makes
+    tensor = torch.zeros(max(1, nbytes // 4))
+    all_reduce = all_reduce or dist.all_reduce
+    return back_to_back(lambda: all_reduce(tensor), nbytes)
 
 
 def per_call_medians(blocks: list, repetitions: int) -> list[float]:
@@ -247,11 +249,16 @@ def per_call_medians(blocks: list, repetitions: int) -> list[float]:
     return [seconds / calls for seconds, (_, calls) in zip(medians, blocks, strict=True)]
 
 
-def _all_reduce_times(rank: int, world_size: int, sizes, repetitions: int) -> list[float]:
-    return per_call_medians([_all_reduce_block(nbytes) for nbytes in sizes], repetitions)
+def _all_reduce_times(rank: int, world_size: int, sizes, repetitions: int, all_reduce=None) -> list[float]:
+    return per_call_medians([_all_reduce_block(nbytes, all_reduce) for nbytes in sizes], repetitions)
 
 
-def measure_all_reduce(world_size: int, sizes, repetitions: int = 5, timeout: float = 120) -> list[float]:
-    """Median seconds of one real gloo all_reduce of each size in bytes (float32, slowest rank),
-    timed in blocks of back-to-back calls (see ``back_to_back``)."""
-    return run_ranks(_all_reduce_times, world_size, tuple(sizes), repetitions, timeout=timeout)[0]
+def measure_all_reduce(world_size: int, sizes, repetitions: int = 5, timeout: float = 120,
+                       all_reduce=None) -> list[float]:
+    """Median seconds of one real all-reduce of each size in bytes (float32, slowest rank), timed in
+    blocks of back-to-back calls (see ``back_to_back``). ``all_reduce(tensor)`` (run inside each rank,
+    summing in place) is gloo's ``dist.all_reduce`` unless given: pass your own to race it."""
+    if all_reduce is not None and not callable(all_reduce):
+        raise ValueError(f"all_reduce must be a function all_reduce(tensor), got {all_reduce!r}")
+    return run_ranks(_all_reduce_times, world_size, tuple(sizes), repetitions, all_reduce,
+                     timeout=timeout)[0]

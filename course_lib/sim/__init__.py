@@ -4,6 +4,7 @@ Plain Python (no torch, no matplotlib); every time is in seconds of a virtual cl
 """
 
 from .collectives import (
+    ALGORITHM_OPS,
     ALGORITHMS,
     OPS,
     algorithm_bandwidth,
@@ -22,6 +23,7 @@ from .memory import (
     zero_memory_per_device,
 )
 from .memory_plan import memory_per_device
+from .network import GroupLink
 from .pipeline import Schedule, bubble_fraction_formula, pipeline_schedule, simulate_pipeline
 from .presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .report import StepReport
@@ -56,6 +58,5 @@ __all__ = [
     "search_layouts", "seed_0d", "seed_1d", "seed_nd", "simulate_pipeline", "simulate_training_step",
     "simulated_gpus", "SimulatedGPU", "SimulatedNetwork", "StepConfig", "StepReport", "STRATEGIES",
     "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
-    "zero_memory_per_device", "zero_traffic_per_device",
-    "format_layouts",
+    "zero_memory_per_device", "zero_traffic_per_device", "ALGORITHM_OPS", "GroupLink", "format_layouts",
 ]

@@ -10,10 +10,17 @@ from __future__ import annotations
 import math
 
 from .checks import amount, whole
+from .network import GroupLink
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "scatter", "gather",
        "all_to_all")
-ALGORITHMS = ("ring", "tree", "recursive_doubling", "parameter_server")
+# ring, tree, recursive_doubling and parameter_server are the textbook forms: every step sends whole
+# messages and waits for them (store-and-forward). double_binary_tree is the tree as NCCL runs it
+# (pipelined, two trees each carrying half); hierarchical reduces inside nodes before crossing them.
+ALGORITHMS = ("ring", "tree", "recursive_doubling", "parameter_server", "double_binary_tree",
+              "hierarchical")
+ALGORITHM_OPS = {"double_binary_tree": ("all_reduce",),
+                 "hierarchical": ("all_reduce", "reduce_scatter", "all_gather")}
 
 # busbw = algbw * factor (nccl-tests doc/PERFORMANCE.md): the factor turns the user-visible rate into
 # the rate each link must carry, so it can be compared with the hardware's peak bandwidth.
@@ -34,6 +41,9 @@ def _check(op: str, nbytes: float, world_size: int, algorithm: str | None = None
         raise ValueError(f"unknown collective {op!r}; use one of {', '.join(OPS)}")
     if algorithm is not None and algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; use one of {', '.join(ALGORITHMS)}")
+    if op not in ALGORITHM_OPS.get(algorithm, OPS):
+        raise ValueError(f"algorithm {algorithm!r} runs {', '.join(ALGORITHM_OPS[algorithm])}, not {op!r}: "
+                         f"use algorithm='ring' (or 'tree') for {op}")
     whole("world_size", world_size)
     try:
         ok = not isinstance(nbytes, bool) and 0 <= nbytes < math.inf   # NaN and infinity fail too
@@ -59,16 +69,20 @@ def _ring(op: str, s: float, n: int, a: float, bw: float) -> float:
     return (n - 1) * chunk                     # reduce_scatter, all_gather, scatter, gather, all_to_all
 
 
-def _tree(op: str, s: float, n: int, a: float, bw: float, doubling: bool) -> float:
-    levels = math.ceil(math.log2(n))
-    whole = levels * (a + s / bw)              # binomial tree moving the whole message per level
-    halving = levels * a + (n - 1) / n * s / bw  # data halves at every level (scatter/gather style)
+def _tree(op: str, s: float, n: int, links: list, doubling: bool) -> float:
+    """Textbook binomial tree, store-and-forward: ``links`` holds each level's link, largest distance
+    first (one Link per level of ceil(log2 n))."""
+    whole = sum(link.transfer_time(s) for link in links)   # the whole message at every level
+    # Data halves at every level (scatter/gather style): the first level moves half of it, and the
+    # shares add up to (n-1)/n of the buffer, exact for powers of 2.
+    scale = (n - 1) / n / (1 - 0.5 ** len(links))
+    halving = sum(link.latency + s * scale * 0.5 ** (k + 1) / link.bandwidth for k, link in enumerate(links))
     if op in ("broadcast", "reduce"):
         return whole
     if op in ("scatter", "gather"):
         return halving
     if op == "all_to_all":                     # Bruck: log n rounds, half the buffer each
-        return levels * (a + s / (2 * bw))
+        return sum(link.transfer_time(s / 2) for link in links)
     if doubling:                               # recursive doubling / halving (Thakur et al. 2005)
         return whole if op == "all_reduce" else halving
     if op == "all_reduce":                     # reduce to the root, broadcast back
@@ -76,9 +90,10 @@ def _tree(op: str, s: float, n: int, a: float, bw: float, doubling: bool) -> flo
     return whole + halving                     # reduce_scatter = reduce+scatter, all_gather = gather+bcast
 
 
-def _parameter_server(op: str, s: float, n: int, a: float, bw: float) -> float:
-    whole = (n - 1) * (a + s / bw)             # n-1 full messages through the server's link, one by one
-    part = (n - 1) * (a + s / (n * bw))        # n-1 messages of one rank's share
+def _parameter_server(op: str, s: float, n: int, links: list) -> float:
+    """Every message through one server rank, one at a time; ``links`` from the server to each worker."""
+    whole = sum(link.transfer_time(s) for link in links)      # a full message with every worker
+    part = sum(link.transfer_time(s / n) for link in links)   # one rank's share with every worker
     if op in ("broadcast", "reduce"):
         return whole
     if op == "all_reduce":
@@ -87,7 +102,7 @@ def _parameter_server(op: str, s: float, n: int, a: float, bw: float) -> float:
         return part
     if op in ("all_gather", "reduce_scatter"):
         return whole + part
-    return 2 * (n - 1) * (a + (n - 1) * s / (n * bw))  # all_to_all relayed by the server
+    return 2 * sum(link.transfer_time((n - 1) * s / n) for link in links)  # all_to_all relayed by the server
 
 
 SEGMENTED_OPS = ("all_reduce", "reduce_scatter", "all_gather")
@@ -122,7 +137,14 @@ def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: st
 
     ring: 2(n-1)(a + S/(nB)) for all_reduce, (n-1)(a + S/(nB)) for reduce_scatter/all_gather;
     tree: binomial tree, ceil(log2 n) levels; recursive_doubling: log2 n rounds (exact for powers of 2);
-    parameter_server: every message through one rank, one at a time.
+    parameter_server: every message through one rank, one at a time. These four are the textbook,
+    store-and-forward forms. double_binary_tree (all_reduce): NCCL's pipelined tree, 2 x depth x a + 2S/B.
+    hierarchical (all_reduce, reduce_scatter, all_gather): inside nodes, across nodes, inside again.
+
+    ``link`` may be a plain Link (every hop alike) or the GroupLink a Cluster gives a group of ranks
+    (``cluster.group_link(ranks)``): then every hop pays its own link's latency (NVLink or network), the
+    bandwidth across nodes grows with the group's members per node (rail-optimised NICs), and trees and
+    parameter servers cross nodes on one NIC per message.
 
     ``segment_bytes`` (ring all_reduce, reduce_scatter, all_gather only) models a ring that cuts each
     chunk into segments, as gloo (1 MiB) and NCCL do to overlap reductions with transfers: the same
@@ -145,17 +167,65 @@ def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: st
     if in_flight > 1 and segment_bytes is None:
         raise ValueError(f"in_flight={in_flight} needs segment_bytes: only a ring cut into segments has "
                          f"several in flight; pass segment_bytes=... or leave in_flight=1")
-    n = world_size
-    if n == 1:
+    if world_size == 1:
         return 0.0
-    a, bw = link.latency, link.bandwidth
+    return _dispatch(op, nbytes, world_size, link, algorithm, segment_bytes, in_flight)
+
+
+def _dispatch(op: str, s: float, n: int, link, algorithm: str, segment_bytes, in_flight: int) -> float:
+    grouped = isinstance(link, GroupLink)
+    # A ring's step pays its hop's latency: on a group spanning nodes, the mean over one phase's hops.
+    a = link.ring_latency(n - 1) / (n - 1) if grouped else link.latency
     if algorithm == "ring" and segment_bytes is not None:
-        return _segmented_ring(op, nbytes, n, a, bw, segment_bytes, in_flight)
+        return _segmented_ring(op, s, n, a, link.bandwidth, segment_bytes, in_flight)
     if algorithm == "ring":
-        return _ring(op, nbytes, n, a, bw)
+        return _ring(op, s, n, a, link.bandwidth)
+    if algorithm == "double_binary_tree":
+        return _double_binary_tree(s, n, link)
+    if algorithm == "hierarchical":
+        return _hierarchical(op, s, n, link)
     if algorithm == "parameter_server":
-        return _parameter_server(op, nbytes, n, a, bw)
-    return _tree(op, nbytes, n, a, bw, doubling=algorithm == "recursive_doubling")
+        return _parameter_server(op, s, n, _server_links(link, n))
+    levels = link.level_links(n) if grouped else [link] * math.ceil(math.log2(n))
+    return _tree(op, s, n, levels, doubling=algorithm == "recursive_doubling")
+
+
+def _server_links(link, n: int) -> list:
+    """The server's link to each of its n-1 workers: NVLink to those on its node, one NIC to the rest."""
+    if not (isinstance(link, GroupLink) and link.spans_nodes):
+        return [link] * (n - 1)
+    local = min(link.per_node, n) - 1
+    return [link.intra] * local + [link.rail()] * (n - 1 - local)
+
+
+def _double_binary_tree(s: float, n: int, link) -> float:
+    """NCCL's all-reduce tree: pipelined, so a segment's latency adds up hop by hop on the way up and
+    down, and the bytes stream at the link's rate: 2 x depth + 2S/B.
+
+    Two binary trees each carry half the buffer, a rank being a leaf in one and inside the other, so
+    every rank sends and receives 2S in all (NCCL's tuning model: tree algbw = busbw / 2; Sanders et
+    al. 2009 for the two trees). NCCL chains the GPUs of a node and builds the trees across nodes:
+    depth (per_node - 1) NVLink hops + ceil(log2 nodes) network hops (src/graph/tuning.cc); with a
+    plain Link the tree spans all n ranks, ceil(log2 n) hops deep.
+    """
+    if isinstance(link, GroupLink):
+        depth = ((link.per_node - 1) * link.intra.latency
+                 + math.ceil(math.log2(link.nodes)) * link.nic.latency)
+    else:
+        depth = math.ceil(math.log2(n)) * link.latency
+    return 2 * depth + 2 * s / link.bandwidth
+
+
+def _hierarchical(op: str, s: float, n: int, link) -> float:
+    """Reduce-scatter inside each node, then per_node rings across nodes (one per rail, each holding
+    1/per_node of the buffer), then all-gather inside each node. On one node it is the plain ring."""
+    if not (isinstance(link, GroupLink) and link.spans_nodes):
+        a = link.ring_latency(n - 1) / (n - 1) if isinstance(link, GroupLink) else link.latency
+        return _ring(op, s, n, a, link.bandwidth)
+    m, nodes, intra, rail = link.per_node, link.nodes, link.intra, link.rail()
+    inside = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}[op]
+    inside_time = 0.0 if m == 1 else _ring("reduce_scatter", s, m, intra.latency, intra.bandwidth)
+    return inside * inside_time + _ring(op, s / m, nodes, rail.latency, rail.bandwidth)
 
 
 def algorithm_bandwidth(op: str, nbytes: float, seconds: float) -> float:

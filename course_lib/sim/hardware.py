@@ -35,12 +35,15 @@ class HardwarePreset:
     flops: float                 # sustained dense FLOP/s of one device (bf16 for GPUs)
     memory_bytes: float          # usable memory of one device
     intra_node: Link             # device to device inside a node (NVLink, shared memory, ...)
-    inter_node: Link             # node to node (InfiniBand, Ethernet, ...)
+    inter_node: Link             # node to node through ONE NIC (one InfiniBand port, Ethernet, ...)
     source: str = "measured"     # where the numbers come from: a data sheet, a paper, or "measured"
     peak_flops: float | None = None  # data-sheet peak, the denominator of MFU; None: same as flops
     # Segments of a segmented ring that travel at once with their latencies overlapping (the
     # collective_time in_flight argument): 1 unless measured, as calibrate() does.
     segments_in_flight: int = 1
+    # NICs of a node that collectives use (rail-optimised: one per GPU); None means one per device.
+    # Across nodes a group gets min(its members per node, nics_per_node) x inter_node.bandwidth.
+    nics_per_node: int | None = None
 
     def __post_init__(self):
         amount(f"preset {self.name!r}: flops", self.flops, positive=True, unit="FLOP/s")
@@ -52,6 +55,8 @@ class HardwarePreset:
         if self.peak_flops is not None:
             amount(f"preset {self.name!r}: peak_flops", self.peak_flops, positive=True, unit="FLOP/s")
         whole(f"preset {self.name!r}: segments_in_flight", self.segments_in_flight)
+        if self.nics_per_node is not None:
+            whole(f"preset {self.name!r}: nics_per_node", self.nics_per_node)
         if self.peak_flops is not None and self.peak_flops < self.flops:
             raise ValueError(f"preset {self.name!r}: peak_flops ({self.peak_flops:g}) is below the "
                              f"sustained flops ({self.flops:g}); peak must be >= sustained")

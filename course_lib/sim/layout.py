@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 from .checks import whole
+from .network import group_link as network_group_link
+from .network import members_per_node
 
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 DEFAULT_PLACEMENT = ("tp", "cp", "dp", "pp")  # Megatron-LM's order: TP on NVLink, PP across nodes
@@ -66,9 +69,26 @@ def group_is_intra_node(dims, degrees: dict, placement, gpus_per_node: int) -> b
 
 
 def group_link(cluster, dims, degrees: dict, placement):
-    """The link collectives along ``dims`` run on; in a synchronous step the slowest group sets the pace."""
-    intra = cluster.nodes == 1 or group_is_intra_node(dims, degrees, placement, cluster.gpus_per_node)
-    return cluster.preset.intra_node if intra else cluster.preset.inter_node
+    """The GroupLink collectives along ``dims`` run on; in a synchronous step the slowest group sets the
+    pace: the one that spans the most nodes with the fewest members on one of them."""
+    dims = (dims,) if isinstance(dims, str) else tuple(dims)
+    shapes = _group_shapes(dims, tuple(degrees.items()), tuple(placement), cluster.gpus_per_node)
+    links = [network_group_link(cluster.preset.intra_node, cluster.preset.inter_node, nodes, per_node,
+                                cluster.nics_per_node) for nodes, per_node in shapes]
+    return min(links, key=lambda link: (link.bandwidth, -link.latency, -link.nodes))
+
+
+@functools.lru_cache(maxsize=256)
+def _group_shapes(dims: tuple, degree_items: tuple, placement: tuple, gpus_per_node: int) -> list:
+    """Distinct (nodes spanned, fewest members on one node) over every group along ``dims``."""
+    degrees = dict(degree_items)
+    step = strides(degrees, placement)
+    groups: dict = {}
+    for rank in range(math.prod(degrees.values())):
+        coords = coordinates(rank, degrees, placement)
+        groups.setdefault(rank - sum(coords[d] * step[d] for d in dims), []).append(rank)
+    counts = (members_per_node(members, gpus_per_node) for members in groups.values())
+    return sorted({(len(c), min(c.values())) for c in counts})
 
 
 def split_layers(layers: int, stages: int, virtual_stages: int = 1) -> list:

@@ -11,17 +11,32 @@ from .hardware import HardwarePreset, Link
 # not a measurement; `dataclasses.replace(preset, flops=...)` or course_lib.dist.calibrate() change it.
 GEMM_EFFICIENCY = 0.75
 
+# Per-hop latencies of NCCL's own cost model (src/graph/tuning.cc, hwLat, ring, Simple protocol):
+# 3.4 us for an NVLink hop, 14 us for a network hop. NCCL tunes its algorithm choice with them.
+NVLINK_HOP_LATENCY = 3.4e-6
+NETWORK_HOP_LATENCY = 14e-6
+
+# Bandwidths below are line rates from data sheets. What NCCL measures is lower, and the unit tests
+# compare the model with these published bus bandwidths:
+# - NVLink 4 inside a DGX H100: ~370 GB/s busbw for a ring ("450GB/s is the line rate. With the protocol
+#   overhead (~20%) NCCL can get an effective NVLink bandwidth of 370GB/s", NVIDIA/nccl-tests#212);
+# - NDR InfiniBand: "For NDR @ 400Gbps you should see 46-48GB/s per NIC" (NVIDIA/nccl-tests#290), so
+#   two DGX H100 (8 NICs each) reach about 8 x 46-48 = 368-384 GB/s all-reduce busbw with the ring.
+NCCL_MEASURED_BUSBW = {"h100_nvlink_ring": 370e9, "ndr_per_nic": (46e9, 48e9)}
+
 H100 = HardwarePreset(
     name="h100",
     flops=GEMM_EFFICIENCY * 989e12,
     peak_flops=989e12,
     memory_bytes=80e9,
     # NVLink 4: 900 GB/s per GPU counting both directions, so 450 GB/s each way.
-    intra_node=Link(latency=3e-6, bandwidth=450e9),
-    # One ConnectX-7 NDR InfiniBand port (400 Gb/s = 50 GB/s) per GPU.
-    inter_node=Link(latency=10e-6, bandwidth=50e9),
+    intra_node=Link(latency=NVLINK_HOP_LATENCY, bandwidth=450e9),
+    # One ConnectX-7 NDR InfiniBand port (400 Gb/s = 50 GB/s) per GPU: 8 per node, rail-optimised.
+    inter_node=Link(latency=NETWORK_HOP_LATENCY, bandwidth=50e9),
+    nics_per_node=8,
     source="NVIDIA DGX H100 data sheet: 8x H100 SXM 80 GB, 989 TFLOP/s dense BF16, NVLink 4 "
-           "900 GB/s per GPU, 8x ConnectX-7 400 Gb/s; latencies are typical NCCL step latencies (assumed)",
+           "900 GB/s per GPU, 8x ConnectX-7 400 Gb/s (one per GPU) for compute traffic; per-hop "
+           "latencies from NCCL's tuning model (src/graph/tuning.cc: 3.4 us NVLink, 14 us network)",
 )
 
 A100 = HardwarePreset(
@@ -30,11 +45,13 @@ A100 = HardwarePreset(
     peak_flops=312e12,
     memory_bytes=80e9,
     # NVLink 3: 600 GB/s per GPU counting both directions.
-    intra_node=Link(latency=3e-6, bandwidth=300e9),
-    # One ConnectX-6 HDR InfiniBand port (200 Gb/s = 25 GB/s) per GPU.
-    inter_node=Link(latency=10e-6, bandwidth=25e9),
+    intra_node=Link(latency=NVLINK_HOP_LATENCY, bandwidth=300e9),
+    # One ConnectX-6 HDR InfiniBand port (200 Gb/s = 25 GB/s) per GPU: 8 per node, rail-optimised.
+    inter_node=Link(latency=NETWORK_HOP_LATENCY, bandwidth=25e9),
+    nics_per_node=8,
     source="NVIDIA DGX A100 data sheet: 8x A100 SXM 80 GB, 312 TFLOP/s dense BF16, NVLink 3 "
-           "600 GB/s per GPU, 8x ConnectX-6 200 Gb/s; latencies assumed",
+           "600 GB/s per GPU, 8x ConnectX-6 200 Gb/s (one per GPU) for compute traffic; per-hop "
+           "latencies from NCCL's tuning model (src/graph/tuning.cc: 3.4 us NVLink, 14 us network)",
 )
 
 LAPTOP_CPU = HardwarePreset(
@@ -44,8 +61,9 @@ LAPTOP_CPU = HardwarePreset(
     memory_bytes=16e9,
     # Processes on one machine talk through loopback TCP (gloo): a few GB/s, tens of microseconds.
     intra_node=Link(latency=30e-6, bandwidth=3e9),
-    # Two laptops on gigabit Ethernet.
+    # Two laptops on gigabit Ethernet: one port per machine, whatever the number of processes.
     inter_node=Link(latency=100e-6, bandwidth=125e6),
+    nics_per_node=1,
     source="order-of-magnitude assumption for a 4-8 core laptop (AVX2 fp32) and 1 Gb/s Ethernet; "
            "course_lib.dist.calibrate() measures the real machine",
 )

@@ -15,7 +15,7 @@ SERVER_OPS = ("all_reduce", "reduce", "broadcast")
 
 
 def _ring_phase(timeline, clock, arrival, phase, first_chunk, steps, chunk_bytes, link, step0):
-    """``steps`` ring rounds; rank r sends chunk (first_chunk(r) - k) mod n to r+1 at round k."""
+    """``steps`` ring rounds; ``first_chunk(r)`` is what rank r sends in the first one."""
     n = len(clock)
     seconds = link.transfer_time(chunk_bytes)
     for k in range(steps):
@@ -36,8 +36,8 @@ def _ring_phase(timeline, clock, arrival, phase, first_chunk, steps, chunk_bytes
 def ring_timeline(op: str, world_size: int, nbytes: float, link) -> Timeline:
     """Every chunk transfer of a ring ``op`` (all_reduce, reduce_scatter, all_gather) on ``world_size`` ranks.
 
-    Chapter 02's convention: reduce-scatter round k, rank r sends chunk (r - k - 1) mod n, so after n-1
-    rounds rank r owns the sum of chunk r; all-gather round k, rank r forwards chunk (r - k) mod n.
+    Chapter 02's convention: after the n-1 reduce-scatter rounds rank r owns the sum of chunk r, and the
+    all-gather starts from it; each event's ``meta["chunk"]`` says which chunk it carried.
     """
     _check(op, nbytes, world_size, "ring")
     check_link(link)

@@ -1,6 +1,7 @@
 """The seed's 0D and 1D examples replayed on the virtual clock, and the correct ring beside its loop.
 
-Our reconstruction of the seed's loops: 16 items of 20 compute units; a gradient of 100 data units.
+The seed's sizes as we set them: 16 items of 20 compute units; a gradient of 100 data units. The
+seed describes its 1D example as a ring all-reduce; ring="seed" is a naive loop of our own beside it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def seed_1d(world_size: int = 4, items: int = ITEMS, units_per_item: float = UNI
             gradient_units: float = GRADIENT_UNITS, ring: str = "seed"):
     """Data parallel: each rank computes items/N, then synchronises gradients.
 
-    ring="seed": the seed's loop, N rounds of sending the *full* gradient to the next rank;
+    ring="seed": a naive loop with the seed's constants, N rounds of sending the *full* gradient to the
+    next rank (chapter 00's foil; the seed itself says it synchronises with a ring all-reduce);
     ring="correct": reduce-scatter + all-gather, 2(N-1) rounds of a chunk of S/N.
     Returns (simulated seconds of the slowest rank, timeline).
     """

@@ -1,6 +1,7 @@
 """The seed repository's simulated GPU (compute / send / receive), on a virtual clock instead of sleeping.
 
-GPUs that talk share one ``SimulatedNetwork``; ``simulated_gpus(n)`` makes n of them.
+GPUs that talk share one ``SimulatedNetwork``; ``simulated_gpus(n)`` makes n of them. A GPU made on its
+own (one per process, as the seed's examples make them) receives by paying the receive latency alone.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class SimulatedGPU:
         rank = whole("rank", rank, 0)
         self.rank = rank
         self.global_rank = rank
+        # On its own, the seed's GPU cannot see its peers' sends: receive only pays its own latency.
+        self.alone = network is None
         self.network = network if network is not None else SimulatedNetwork()
         self.seconds_per_compute_unit = seconds_per_compute_unit
         self.network_base_latency_seconds = network_base_latency_seconds
@@ -76,12 +79,17 @@ class SimulatedGPU:
         return seconds
 
     def receive(self, source_rank: int, description: str, data_size_units: float) -> float:
-        """Wait (idle) until the matching message has arrived, then pay the receive latency."""
+        """Wait (idle) until the matching message has arrived, then pay the receive latency.
+
+        A GPU made on its own (no shared network) pays the receive latency alone, as the seed's does."""
         data_size_units = amount("data_size_units", data_size_units)
         source_rank = whole("source_rank", source_rank, 0)
         if source_rank == self.rank:
             raise ValueError(f"rank {self.rank} cannot receive from itself; pick another source_rank")
         box = self.network.mailboxes[(source_rank, self.rank)]
+        if self.alone and not box:
+            return self._advance(self.network_base_latency_seconds, "comm",
+                                 f"recv {description} <- {source_rank}")
         if not box:
             raise RuntimeError(
                 f"rank {self.rank} receives {description!r} from rank {source_rank}, but rank "

@@ -1,4 +1,4 @@
-"""A cluster: nodes of G devices joined by a fast intra-node link and a slower inter-node link.
+"""A cluster: nodes of G devices joined by a fast intra-node link and, across nodes, one NIC per device.
 
 ``make_cluster`` builds one from a preset name or a ``HardwarePreset`` (data sheet or calibration).
 """
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from .checks import whole
 from .collectives import collective_time
 from .hardware import HardwarePreset, Link
+from .network import GroupLink, group_link, members_per_node
 from .presets import get_preset
 
 
@@ -50,10 +51,24 @@ class Cluster:
         same_node = self.node_of(a) == self.node_of(b)
         return self.preset.intra_node if same_node else self.preset.inter_node
 
-    def group_link(self, ranks) -> Link:
-        """The slowest link a collective over ``ranks`` uses: inter-node as soon as it spans two nodes."""
-        nodes = {self.node_of(r) for r in ranks}
-        return self.preset.intra_node if len(nodes) <= 1 else self.preset.inter_node
+    @property
+    def nics_per_node(self) -> int:
+        """NICs per node: the preset's, else one per device (rail-optimised, as DGX nodes are)."""
+        return self.preset.nics_per_node or self.gpus_per_node
+
+    def group_link(self, ranks) -> GroupLink:
+        """The network a collective over ``ranks`` sees: NVLink inside one node; across nodes, hops of
+        both kinds and min(members per node, NICs per node) NICs' bandwidth, capped by NVLink.
+
+        The node with the fewest members sets the pace: it has the fewest NICs to cross with."""
+        ranks = list(ranks)
+        for r in ranks:
+            self.node_of(r)
+        counts = members_per_node(ranks, self.gpus_per_node)
+        if not counts:
+            raise ValueError("ranks is empty: pass the ranks of the group, for example range(8)")
+        return group_link(self.preset.intra_node, self.preset.inter_node, len(counts), min(counts.values()),
+                          self.nics_per_node)
 
     def collective_time(self, op: str, nbytes: float, ranks, algorithm: str = "ring") -> float:
         ranks = list(ranks)

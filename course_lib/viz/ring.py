@@ -32,13 +32,12 @@ class RingStep:
                 f"right neighbour, which {verb}")
 
 
-def reduce_scatter_chunks(rank: int, step: int, world_size: int) -> tuple[int, int]:
-    """(chunk sent, chunk received) by ``rank`` at reduce-scatter step ``step`` (0-based)."""
+def _reduce_scatter_chunks(rank: int, step: int, world_size: int) -> tuple[int, int]:
+    # Private: which chunk goes where is what chapter 02's exercise asks the student to work out.
     return (rank - step - 1) % world_size, (rank - step - 2) % world_size
 
 
-def all_gather_chunks(rank: int, step: int, world_size: int) -> tuple[int, int]:
-    """(chunk sent, chunk received) by ``rank`` at all-gather step ``step`` (0-based)."""
+def _all_gather_chunks(rank: int, step: int, world_size: int) -> tuple[int, int]:
     return (rank - step) % world_size, (rank - step - 1) % world_size
 
 
@@ -49,7 +48,7 @@ def ring_schedule(world_size: int) -> list[RingStep]:
     n = world_size
     holdings = [[frozenset({rank}) for _ in range(n)] for rank in range(n)]
     steps = [RingStep("start", 0, (), tuple(tuple(row) for row in holdings))]
-    for phase, chunks_of in (("reduce-scatter", reduce_scatter_chunks), ("all-gather", all_gather_chunks)):
+    for phase, chunks_of in (("reduce-scatter", _reduce_scatter_chunks), ("all-gather", _all_gather_chunks)):
         for step in range(n - 1):
             sends, updated = [], [list(row) for row in holdings]
             for rank in range(n):

@@ -9,10 +9,10 @@ import pytest  # noqa: E402
 
 from course_lib.viz.collectives import PRIMITIVES, collective_states, draw_all_collectives  # noqa: E402
 from course_lib.viz.ring import (  # noqa: E402
-    all_gather_chunks,
+    _all_gather_chunks,
+    _reduce_scatter_chunks,
     draw_lanes,
     draw_ring_step,
-    reduce_scatter_chunks,
     ring_schedule,
     ring_widget,
 )
@@ -36,10 +36,10 @@ def test_reduce_scatter_contributions_grow_by_one_per_step():
     for index in range(1, 4):
         for sender, receiver, chunk in steps[index].sends:
             assert len(steps[index].holdings[receiver][chunk]) == index + 1
-            assert chunk == reduce_scatter_chunks(sender, index - 1, 4)[0]
-            assert reduce_scatter_chunks(receiver, index - 1, 4)[1] == chunk
+            assert chunk == _reduce_scatter_chunks(sender, index - 1, 4)[0]
+            assert _reduce_scatter_chunks(receiver, index - 1, 4)[1] == chunk
     for sender, receiver, chunk in steps[4].sends:
-        assert chunk == all_gather_chunks(sender, 0, 4)[0] == all_gather_chunks(receiver, 0, 4)[1]
+        assert chunk == _all_gather_chunks(sender, 0, 4)[0] == _all_gather_chunks(receiver, 0, 4)[1]
 
 
 def test_ring_schedule_rejects_bad_sizes():

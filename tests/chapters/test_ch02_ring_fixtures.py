@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autograde_tests.checks import ch02_ring
+from autograde_tests.checks import ch02_predict, ch02_ring
 from course_lib.grading.student_function import StudentFunction
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,20 @@ TEST_CELLS = {
                                             ch02_ring.check_ring_all_reduce_no_collectives_hidden),
     "test_ring_all_reduce_no_deadlock": ("ring_all_reduce",
                                          ch02_ring.check_ring_all_reduce_no_deadlock_hidden),
+    "test_predict_gloo_all_reduce": ("predict_gloo_all_reduce", ch02_predict.check_predict_hidden),
+    "test_predict_gloo_own_formula": ("predict_gloo_all_reduce", ch02_predict.check_predict_own_formula),
 }
+POINTS = {**ch02_ring.POINTS, **ch02_predict.POINTS}
+
+
+def solution_sources() -> list[str]:
+    """The solution notebook's ring cells and its prediction cell."""
+    import nbformat
+
+    cells = nbformat.read(str(SOLUTION), as_version=4).cells
+    predict = [c.source for c in cells
+               if c.metadata.get("nbgrader", {}).get("grade_id") == "predict_gloo_all_reduce"]
+    return ch02_ring.notebook_sources(SOLUTION) + predict
 
 
 def earned_points(sources: list[str]) -> tuple[dict, dict]:
@@ -39,7 +52,7 @@ def earned_points(sources: list[str]) -> tuple[dict, dict]:
         except AssertionError as error:
             points[grade_id], messages[grade_id] = 0, str(error)
         else:
-            points[grade_id] = ch02_ring.POINTS[grade_id]
+            points[grade_id] = POINTS[grade_id]
     return points, messages
 
 
@@ -49,7 +62,7 @@ def test_points_table_matches_the_notebook_and_the_fixture_table():
     cells = nbformat.read(str(SOLUTION), as_version=4).cells
     graded = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
               for c in cells if c.metadata.get("nbgrader", {}).get("grade")}
-    assert graded == ch02_ring.POINTS == EXPECTED["max_points"]
+    assert graded == POINTS == EXPECTED["max_points"]
     assert set(TEST_CELLS) == set(graded)
     assert sorted(p.stem for p in FIXTURES.glob("*.py")) == sorted(EXPECTED["fixtures"])
 
@@ -71,7 +84,7 @@ def test_the_grading_paragraph_states_the_notebooks_points():
 
 @pytest.mark.slow
 def test_the_solution_earns_full_marks():
-    points, messages = earned_points(ch02_ring.notebook_sources(SOLUTION))
+    points, messages = earned_points(solution_sources())
     assert points == EXPECTED["solution"], messages
 
 
@@ -83,7 +96,8 @@ def test_each_wrong_ring_loses_exactly_its_points(fixture):
         f"{fixture} ({EXPECTED['why'][fixture]}) earned {points}; failures:\n"
         + "\n\n".join(messages.values()))
     for grade_id, message in messages.items():
-        assert message.strip() and "hidden test seed" in message, (grade_id, message)
+        assert message.strip() and ("hidden test seed" in message or grade_id not in ch02_ring.POINTS), (
+            grade_id, message)
     if fixture == "deadlocks":
         assert "deadlock" in messages["test_ring_all_gather"]
         assert "dist.send" in messages["test_ring_all_gather"]
@@ -93,6 +107,9 @@ def test_each_wrong_ring_loses_exactly_its_points(fixture):
         assert "in place" in messages["test_ring_all_reduce_values"]
     if fixture == "wrong_neighbour":
         assert "right neighbour" in messages["test_ring_all_reduce_traffic"]
+        assert "textbook ring" in messages["test_predict_gloo_all_reduce"]
+    if fixture == "uses_all_reduce":
+        assert "collective_time" in messages["test_predict_gloo_own_formula"]
 
 
 def test_notebook_sources_reads_the_exercise_cells_and_names_a_wrong_notebook(tmp_path):

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.sim import (
+    ALGORITHM_OPS,
     ALGORITHMS,
     OPS,
     Link,
@@ -55,11 +56,25 @@ HAND = {
     ("all_gather", "parameter_server"): 7 * (1e-5 + 8e-3) + 7 * (1e-5 + 1e-3),
     ("reduce_scatter", "parameter_server"): 7 * (1e-5 + 8e-3) + 7 * (1e-5 + 1e-3),
     ("all_to_all", "parameter_server"): 14 * (1e-5 + 7e-3),
+    # NCCL's pipelined tree: depth log2 8 = 3 hops up and 3 down, then 2S/B of streaming.
+    ("all_reduce", "double_binary_tree"): 6e-5 + 16e-3,
+    # A plain Link has no nodes: hierarchical is the ring.
+    ("all_reduce", "hierarchical"): 14 * (1e-5 + 1e-3),
+    ("reduce_scatter", "hierarchical"): 7 * (1e-5 + 1e-3),
+    ("all_gather", "hierarchical"): 7 * (1e-5 + 1e-3),
 }
 
 
 def test_every_op_and_algorithm_has_a_hand_computed_value():
-    assert set(HAND) == {(op, alg) for op in OPS for alg in ALGORITHMS}
+    runs = {(op, alg) for op in OPS for alg in ALGORITHMS if op in ALGORITHM_OPS.get(alg, OPS)}
+    assert set(HAND) == runs
+
+
+@pytest.mark.parametrize("op,algorithm", [("broadcast", "double_binary_tree"),
+                                         ("all_to_all", "hierarchical")])
+def test_algorithms_refuse_ops_they_do_not_run(op, algorithm):
+    with pytest.raises(ValueError, match="use algorithm='ring'"):
+        collective_time(op, S, N, LINK, algorithm)
 
 
 @pytest.mark.parametrize("op,algorithm", sorted(HAND))

@@ -18,8 +18,9 @@ def test_links_inside_and_across_nodes():
     assert cluster.world_size == 16
     assert cluster.link_between(0, 7) == H100.intra_node
     assert cluster.link_between(7, 8) == H100.inter_node
-    assert cluster.group_link(range(8)) == H100.intra_node
-    assert cluster.group_link([0, 8]) == H100.inter_node
+    inside, across = cluster.group_link(range(8)), cluster.group_link([0, 8])
+    assert (inside.latency, inside.bandwidth) == (H100.intra_node.latency, H100.intra_node.bandwidth)
+    assert (across.latency, across.bandwidth) == (H100.inter_node.latency, H100.inter_node.bandwidth)
 
 
 def test_make_cluster_accepts_a_measured_preset():
