@@ -73,7 +73,8 @@ def test_the_course_generator_is_refused_however_it_was_imported_and_restored_af
         with pytest.raises(PermissionError, match="must build the schedule itself"):
             imported_before("1f1b", 2, 2)
         with pytest.raises(PermissionError):
-            sim.simulate_training_step(sim.LLAMA3_8B, sim.make_cluster(1), pp=2, dp=4, microbatches=2)
+            sim.simulate_training_step(sim.LLAMA3_8B, sim.make_cluster(1), pp=2, dp=4, microbatches=2,
+                                       check_memory=False)
     assert len(imported_before("1f1b", 2, 2).ops) == 2
 
 

@@ -13,7 +13,8 @@ def test_tensor_parallel_across_nodes_is_slower_than_inside():
     common = dict(dp=2, tp=8, microbatches=4, global_batch=8, zero_stage=1, recompute="selective")
     inside = sim.simulate_training_step(sim.LLAMA3_8B, cluster, placement=("tp", "cp", "dp", "pp"), **common)
     across = sim.simulate_training_step(sim.LLAMA3_8B, cluster, placement=("dp", "cp", "tp", "pp"), **common)
-    assert across.step_time > 2 * inside.step_time
+    # rail-optimised nodes: a TP group of 4 GPUs per node crosses on 4 NICs, still well below NVLink
+    assert across.step_time > 1.2 * inside.step_time
     assert across.peak_memory == inside.peak_memory
 
 
