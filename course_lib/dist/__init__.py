@@ -17,3 +17,6 @@ __all__ = ["COLLECTIVES", "GLOO_SEGMENT_BYTES", "POINT_TO_POINT", "ForbiddenCall
            "RanksHungError", "TrafficEvent", "TrafficLog", "calibrate", "current_device", "make_wide_mlp",
            "measure_all_reduce", "measure_ddp_step", "predict_all_reduce", "record_ddp_buckets",
            "record_traffic", "run_ranks", "traffic_timeline", "wire_bytes"]
+from .slurm_jobs import SlurmJob, SlurmUnavailable, slurm_unavailable_reason, submit_job, torchrun_locally
+
+__all__ += ["SlurmJob", "SlurmUnavailable", "slurm_unavailable_reason", "submit_job", "torchrun_locally"]

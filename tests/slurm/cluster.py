@@ -15,23 +15,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_lib.dist.slurm_jobs import FINAL_STATES, SUMMARY_LINE, SlurmJob
+
 REPO = Path(__file__).resolve().parents[2]
 START, STOP = REPO / "slurm" / "local" / "start.sh", REPO / "slurm" / "local" / "stop.sh"
-FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-                "BOOT_FAIL", "DEADLINE"}
-SUMMARY_LINE = re.compile(r"^(?:\[[^\]]*\]:)?SUMMARY (\{.*\})\s*$", re.MULTILINE)
 
 
-@dataclass
-class JobResult:
-    job_id: str
-    state: str
-    exit_code: str
-    output_path: Path
-
-    @property
-    def output(self) -> str:
-        return self.output_path.read_text(errors="replace") if self.output_path.exists() else ""
+@dataclass(frozen=True)
+class JobResult(SlurmJob):
+    """A finished job as the notebooks see it (course_lib's SlurmJob), with what the tests read too."""
 
     def summaries(self) -> list[dict]:
         return [json.loads(match) for match in SUMMARY_LINE.findall(self.output)]
