@@ -17,9 +17,10 @@ _EXPORTS = {
     "make_wide_mlp": "ddp_step", "measure_ddp_step": "ddp_step", "record_ddp_buckets": "ddp_step",
     "ForbiddenCallError": "errors", "RankFailure": "errors", "RanksHungError": "errors",
     "run_ranks": "runner",
-    "traffic_timeline": "timeline",
-    "COLLECTIVES": "traffic", "POINT_TO_POINT": "traffic", "TrafficEvent": "traffic", "TrafficLog": "traffic",
-    "record_traffic": "traffic",
+    "traffic_timeline": "recorded_timeline",
+    "COLLECTIVES": "traffic_log", "POINT_TO_POINT": "traffic_log", "TrafficEvent": "traffic_log",
+    "TrafficLog": "traffic_log",
+    "record_traffic": "traffic_log",
     "wire_bytes": "wire",
 }
 
