@@ -31,7 +31,7 @@ class TwoLayerMLP(nn.Module):
 
 
 @contextmanager
-def _seeded(seed: int):
+def seeded(seed: int):
     """Draw from torch's global generator seeded with ``seed``, then give the caller's state back."""
     generator_state = torch.random.get_rng_state()
     try:
@@ -43,7 +43,7 @@ def _seeded(seed: int):
 
 def make_mlp(seed: int = 0, **sizes) -> TwoLayerMLP:
     """The MLP with weights drawn from ``seed``: every rank that passes the same seed gets the same model."""
-    with _seeded(seed):
+    with seeded(seed):
         return TwoLayerMLP(**sizes)
 
 
@@ -77,7 +77,7 @@ STACK_LAYERS, STACK_WIDTH = 4, 16
 
 def make_layer_stack(seed: int = 0, layers: int = STACK_LAYERS, width: int = STACK_WIDTH) -> nn.Sequential:
     """``layers`` blocks Linear(width, width) + Tanh, weights from ``seed``: a model to cut into stages."""
-    with _seeded(seed):
+    with seeded(seed):
         return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.Tanh()) for _ in range(layers)])
 
 
@@ -146,7 +146,7 @@ class TransformerBlock(nn.Module):
 
 def make_transformer_block(seed: int = 0, **sizes) -> TransformerBlock:
     """The block with weights drawn from ``seed`` (same seed, same weights on every rank)."""
-    with _seeded(seed):
+    with seeded(seed):
         return TransformerBlock(**sizes)
 
 
