@@ -1,7 +1,7 @@
-"""The process primitives every starter in course_lib shares: reap, run a call in a fresh child, exec.
+"""The process primitives every starter in course_lib shares: reap, a call in a fresh child, sessions, exec.
 
-``run_ranks`` builds on ``kill_and_reap``; the grader's isolated calls use ``call_in_fresh_child`` and its
-sandboxed kernel ``exec_python``, so the fork, kill and reap code lives in this one place.
+``run_ranks`` builds on ``kill_and_reap``; the grader's isolated calls use ``call_in_fresh_child``, its
+sandboxed kernel ``exec_python`` and its notebook runs ``Sessions``: the fork, kill and reap code lives here.
 """
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import select
 import signal
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 
@@ -92,3 +94,46 @@ def call_in_fresh_child(work: Callable[[], bytes], timeout: float, max_bytes: in
 def exec_python(arguments: list[str]) -> None:
     """Replace this process (same pid) with a fresh interpreter running ``python ARGUMENTS``."""
     os.execv(sys.executable, [sys.executable, *arguments])
+
+
+class Sessions:
+    """Commands run each in its own session (so a timeout kills all it started), tracked while they run.
+
+    ``kill_all`` ends every session still running (an interrupted grading run) and returns their tags,
+    for the caller to clean up after them (the grader kills what is left under each sandbox uid).
+    """
+
+    def __init__(self):
+        self._live: dict[subprocess.Popen, object] = {}
+        self._lock = threading.Lock()
+
+    def run(self, command: list[str], cwd, env: dict | None, timeout: float, tag=None) -> tuple[bool, str]:
+        """(exited with 0, stdout and stderr together); the session is killed after ``timeout`` seconds."""
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        with self._lock:
+            self._live[process] = tag
+        try:
+            output, _ = process.communicate(timeout=timeout)
+            return process.returncode == 0, output
+        except subprocess.TimeoutExpired:
+            _kill_session(process.pid)
+            output, _ = process.communicate()
+            return False, f"stopped after {timeout:g} s (the whole notebook's time limit)\n{output}"
+        finally:
+            with self._lock:
+                self._live.pop(process, None)
+
+    def kill_all(self) -> list:
+        with self._lock:
+            live = dict(self._live)
+        for process in live:
+            _kill_session(process.pid)
+        return list(live.values())
+
+
+def _kill_session(session_id: int) -> None:
+    try:
+        os.killpg(session_id, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import pytest
 
-from course_lib.dist.processes import ChildLimitError, call_in_fresh_child, kill_and_reap
+from course_lib.dist.processes import ChildLimitError, Sessions, call_in_fresh_child, kill_and_reap
 from course_lib.dist.rank_outcome import RankRaised, RankReturned, from_wire, to_wire
 
 
@@ -51,3 +52,34 @@ def test_outcomes_survive_the_wire_and_anything_else_is_refused():
     assert RankRaised("E", "", "").failed and not RankReturned(0).failed
     with pytest.raises(ValueError, match="not a result this launcher sends"):
         from_wire(("ok", 1, 2))
+
+
+def test_a_session_reports_its_output_and_a_timeout_kills_all_it_started(tmp_path):
+    sessions = Sessions()
+    assert sessions.run([sys.executable, "-c", "print('hi')"], tmp_path, None, 20) == (True, "hi\n")
+    marker = tmp_path / "grandchild.pid"
+    script = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
+              f"time.sleep(60)']); open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    ok, output = sessions.run([sys.executable, "-c", script], tmp_path, None, 3, tag="uid 61001")
+    assert not ok and output.startswith("stopped after 3 s")
+    grandchild = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{grandchild}"):
+        time.sleep(0.05)  # killed with its session; reaped by init once it is gone
+    assert not os.path.exists(f"/proc/{grandchild}") or "zombie" in open(f"/proc/{grandchild}/status").read()
+    assert sessions.kill_all() == []
+
+
+def test_kill_all_ends_running_sessions_and_names_them(tmp_path):
+    import threading
+
+    sessions, outcome = Sessions(), []
+    worker = threading.Thread(target=lambda: outcome.append(
+        sessions.run([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, None, 60, tag=61002)))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not sessions._live:
+        time.sleep(0.02)
+    assert sessions.kill_all() == [61002]
+    worker.join(10)
+    assert outcome and outcome[0][0] is False
