@@ -6,6 +6,8 @@ single-device, data-parallel, model-parallel and sharded runs.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -28,14 +30,21 @@ class TwoLayerMLP(nn.Module):
         return self.output_layer(self.activation(self.hidden_layer(x)))
 
 
-def make_mlp(seed: int = 0, **sizes) -> TwoLayerMLP:
-    """The MLP with weights drawn from ``seed``: every rank that passes the same seed gets the same model."""
+@contextmanager
+def seeded(seed: int):
+    """Draw from torch's global generator seeded with ``seed``, then give the caller's state back."""
     generator_state = torch.random.get_rng_state()
     try:
         torch.manual_seed(seed)
-        return TwoLayerMLP(**sizes)
+        yield
     finally:
         torch.random.set_rng_state(generator_state)
+
+
+def make_mlp(seed: int = 0, **sizes) -> TwoLayerMLP:
+    """The MLP with weights drawn from ``seed``: every rank that passes the same seed gets the same model."""
+    with seeded(seed):
+        return TwoLayerMLP(**sizes)
 
 
 class RandomTensorDataset(Dataset):
@@ -68,12 +77,8 @@ STACK_LAYERS, STACK_WIDTH = 4, 16
 
 def make_layer_stack(seed: int = 0, layers: int = STACK_LAYERS, width: int = STACK_WIDTH) -> nn.Sequential:
     """``layers`` blocks Linear(width, width) + Tanh, weights from ``seed``: a model to cut into stages."""
-    generator_state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
+    with seeded(seed):
         return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.Tanh()) for _ in range(layers)])
-    finally:
-        torch.random.set_rng_state(generator_state)
 
 
 def split_into_stages(model: nn.Sequential, stages: int) -> list[nn.Sequential]:
@@ -141,12 +146,8 @@ class TransformerBlock(nn.Module):
 
 def make_transformer_block(seed: int = 0, **sizes) -> TransformerBlock:
     """The block with weights drawn from ``seed`` (same seed, same weights on every rank)."""
-    generator_state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
+    with seeded(seed):
         return TransformerBlock(**sizes)
-    finally:
-        torch.random.set_rng_state(generator_state)
 
 
 def make_sequence_batches(steps: int, batch_size: int = 8, seq_len: int = BLOCK_SEQ_LEN, dim: int = BLOCK_DIM,

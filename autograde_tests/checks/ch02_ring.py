@@ -41,14 +41,9 @@ from __future__ import annotations
 import os
 import random
 
-from course_lib.grading.ring_checks import (
-    RingCase,
-    fail_with,
-    forbidden_problems,
-    run_student,
-    traffic_problems,
-    value_problems,
-)
+from course_lib.grading.rank_attempt import fail_with
+from course_lib.grading.ring_judge import forbidden_problems, traffic_problems, value_problems
+from course_lib.grading.ring_ranks import RingCase, run_student
 from course_lib.grading.student_function import StudentFunction, as_student_function
 
 WORLD_SIZES = (4, 3, 8, 5, 2, 1)   # the usual case first: a wrong ring fails fast

@@ -40,11 +40,10 @@ from course_lib.grading.tensor_parallel_checks import students_of
 from course_lib.grading.tensor_parallel_runs import (
     LayerCase,
     run_layers,
-    shard_layouts,
-    shard_problems,
     traffic_problems,
     value_problems,
 )
+from course_lib.grading.tensor_parallel_shards import shard_layouts, shard_problems
 
 WORLD_SIZES = (4, 2, 1, 3)          # the usual case first, so a wrong layer fails fast
 SHARD_WORLD_SIZES = (1, 2, 3, 4, 8)

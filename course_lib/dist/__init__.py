@@ -4,19 +4,54 @@
 function runs on a cluster through ``python -m course_lib.dist.launch module:function``.
 """
 
-from .backend import current_device
-from .calibrate import GLOO_SEGMENT_BYTES, calibrate, measure_all_reduce, predict_all_reduce
-from .ddp_step import make_wide_mlp, measure_ddp_step, record_ddp_buckets
-from .errors import ForbiddenCallError, RankFailure, RanksHungError
-from .runner import run_ranks
-from .timeline import traffic_timeline
-from .traffic import COLLECTIVES, POINT_TO_POINT, TrafficEvent, TrafficLog, record_traffic
-from .wire import wire_bytes
+import sys
+import types
+from importlib import import_module
 
-__all__ = ["COLLECTIVES", "GLOO_SEGMENT_BYTES", "POINT_TO_POINT", "ForbiddenCallError", "RankFailure",
-           "RanksHungError", "TrafficEvent", "TrafficLog", "calibrate", "current_device", "make_wide_mlp",
-           "measure_all_reduce", "measure_ddp_step", "predict_all_reduce", "record_ddp_buckets",
-           "record_traffic", "run_ranks", "traffic_timeline", "wire_bytes"]
-from .slurm_jobs import SlurmJob, SlurmUnavailable, slurm_unavailable_reason, submit_job, torchrun_locally
+# Names load on first use (PEP 562): most of this package imports torch, which takes seconds, and the
+# grader's sandboxed kernel launcher needs only ``processes`` before it execs the real kernel.
+_EXPORTS = {
+    "current_device": "backend",
+    "GLOO_SEGMENT_BYTES": "calibrate", "calibrate": "calibrate", "measure_all_reduce": "calibrate",
+    "predict_all_reduce": "calibrate",
+    "make_wide_mlp": "ddp_step", "measure_ddp_step": "ddp_step", "record_ddp_buckets": "ddp_step",
+    "ForbiddenCallError": "errors", "RankFailure": "errors", "RanksHungError": "errors",
+    "run_ranks": "runner",
+    "traffic_timeline": "recorded_timeline",
+    "COLLECTIVES": "traffic_log", "POINT_TO_POINT": "traffic_log", "TrafficEvent": "traffic_log",
+    "TrafficLog": "traffic_log",
+    "record_traffic": "traffic_log",
+    "wire_bytes": "wire",
+    "SlurmJob": "slurm_jobs", "SlurmUnavailable": "slurm_jobs", "slurm_unavailable_reason": "slurm_jobs",
+    "submit_job": "slurm_jobs", "torchrun_locally": "slurm_jobs",
+}
 
-__all__ += ["SlurmJob", "SlurmUnavailable", "slurm_unavailable_reason", "submit_job", "torchrun_locally"]
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'course_lib.dist' has no attribute {name!r}")
+    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+class _Package(types.ModuleType):
+    """Keeps an exported name bound to its function when a submodule of the same name loads.
+
+    The import system binds every submodule it loads on its package; ``calibrate`` is both a submodule
+    and the function this package exports, and the function must win, as it did with eager imports.
+    """
+
+    def __setattr__(self, name, value):
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -18,6 +18,7 @@ import traceback
 from dataclasses import dataclass
 
 from .plain import encode as plain_encode
+from .rank_outcome import RankRaised, RankReturned, to_wire
 
 
 @dataclass
@@ -79,14 +80,14 @@ def _dumps(payload) -> bytes:
     return buffer.getvalue()
 
 
-def _report(fd: int, payload: tuple, plain: bool) -> None:
+def _report(fd: int, outcome: RankReturned | RankRaised, plain: bool) -> None:
     encode = plain_encode if plain else _dumps
     try:
-        data = encode(payload)
+        data = encode(to_wire(outcome))
     except Exception as error:  # noqa: BLE001 - any pickling failure must reach the notebook
-        data = encode(("error", "PicklingError",
-                       f"the value returned by rank could not be sent back to the notebook: {error}",
-                       "return a plain value (numbers, lists, dicts, tensors) instead\n", None))
+        data = encode(to_wire(RankRaised(
+            "PicklingError", f"the value returned by rank could not be sent back to the notebook: {error}",
+            "return a plain value (numbers, lists, dicts, tensors) instead\n")))
     _write_all(fd, len(data).to_bytes(8, "little") + data)  # length first: EOF may never come (see runner)
 
 
@@ -117,60 +118,86 @@ def _join_group(rank: int, world_size: int, backend: str, port: int, listen_fd: 
                             **options)
 
 
-def run_child(rank: int, world_size: int, fn, args: tuple, backend: str, pipes: RankPipes,
-              all_fds: list[int], listen_fd: int, port: int, pgid: int, group_timeout_s: float,
-              plain_results: bool = False) -> None:
-    """The body of rank ``rank``; ends the process with ``os._exit``."""
+@dataclass(frozen=True)
+class ChildJob:
+    """Everything one forked rank needs: what to run, where to report, and how to join the group."""
+
+    rank: int
+    world_size: int
+    fn: object
+    args: tuple
+    backend: str
+    pipes: RankPipes
+    all_fds: tuple[int, ...]  # every pipe end of the call: the rank closes the ones that are not its own
+    listen_fd: int  # the store's listening socket, bound by the parent so its port cannot be taken
+    port: int
+    pgid: int  # 0: this rank starts the call's process group
+    group_timeout_s: float
+    plain_results: bool = False
+
+
+def _wire_stdio(job: ChildJob) -> None:
+    """Keep only this rank's pipe ends, and point stdin/stdout/stderr and stack dumps at them."""
+    own = set(job.pipes.child_ends()) | {job.listen_fd}
+    for fd in job.all_fds:
+        if fd not in own:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    out_fd, err_fd, _, stack_fd, _ = job.pipes.child_ends()
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_fd, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout, sys.stderr = _text_stream(1), _text_stream(2)
+    sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+    faulthandler.register(signal.SIGUSR1, file=stack_fd, all_threads=True, chain=False)
+
+
+def _run_fn(job: ChildJob) -> RankReturned | RankRaised:
+    try:
+        if job.rank != 0:
+            os.close(job.listen_fd)
+        _join_group(job.rank, job.world_size, job.backend, job.port, job.listen_fd, job.group_timeout_s)
+        return RankReturned(job.fn(job.rank, job.world_size, *job.args))
+    except BaseException as error:  # noqa: BLE001 - the parent decides what to do with it
+        text = "".join(traceback.format_exception(type(error), error, _user_traceback(error)))
+        try:
+            exception_bytes = pickle.dumps(error)
+        except Exception:  # noqa: BLE001
+            exception_bytes = None
+        return RankRaised(type(error).__name__, str(error), text, exception_bytes)
+
+
+def run_child(job: ChildJob) -> None:
+    """The body of rank ``job.rank``; ends the process with ``os._exit``."""
     exit_code = 1
     try:
         try:
-            os.setpgid(0, pgid)
+            os.setpgid(0, job.pgid)
         except OSError:
             pass
         _die_with_parent()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the notebook's interrupt is the parent's to handle
-        own = set(pipes.child_ends()) | {listen_fd}
-        for fd in all_fds:
-            if fd not in own:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        out_fd, err_fd, result_fd, stack_fd, control_fd = pipes.child_ends()
-        null_fd = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null_fd, 0)
-        os.dup2(out_fd, 1)
-        os.dup2(err_fd, 2)
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-        sys.stdout, sys.stderr = _text_stream(1), _text_stream(2)
-        sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-        faulthandler.register(signal.SIGUSR1, file=stack_fd, all_threads=True, chain=False)
-        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                          LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        _wire_stdio(job)
+        rank, world_size = str(job.rank), str(job.world_size)
+        os.environ.update(RANK=rank, WORLD_SIZE=world_size, LOCAL_RANK=rank, LOCAL_WORLD_SIZE=world_size,
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(job.port))
         import torch
 
         # One intra-op thread per rank: N ranks share this machine's few cores, and OpenMP's thread
         # pool inherited through fork is not safe to reuse (PyTorch's DataLoader workers do the same).
         torch.set_num_threads(1)
-        try:
-            if rank != 0:
-                os.close(listen_fd)
-            _join_group(rank, world_size, backend, port, listen_fd, group_timeout_s)
-            result = fn(rank, world_size, *args)
-            payload = ("ok", result)
-        except BaseException as error:  # noqa: BLE001 - the parent decides what to do with it
-            text = "".join(traceback.format_exception(type(error), error, _user_traceback(error)))
-            try:
-                exception_bytes = pickle.dumps(error)
-            except Exception:  # noqa: BLE001
-                exception_bytes = None
-            payload = ("error", type(error).__name__, str(error), text, exception_bytes)
+        outcome = _run_fn(job)
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
-        _report(result_fd, payload, plain_results)
+        _, _, result_fd, _, control_fd = job.pipes.child_ends()
+        _report(result_fd, outcome, job.plain_results)
         os.close(result_fd)
         os.read(control_fd, 1)  # wait for the parent's word (or its death) before leaving
-        exit_code = 0 if payload[0] == "ok" else 1
+        exit_code = 1 if outcome.failed else 0
     except BaseException:  # noqa: BLE001 - never let a child fall back into the parent's code
         try:
             traceback.print_exc()

@@ -8,13 +8,10 @@ containers) through torch's weights-only loader, so a hostile result cannot run 
 from __future__ import annotations
 
 import ast
-import os
-import select
-import signal
-import time
 import traceback
 
 from course_lib.dist.plain import decode, encode
+from course_lib.dist.processes import ChildLimitError, call_in_fresh_child
 from course_lib.grading.student_function import StudentFunction, as_student_function
 
 KEPT_STATEMENTS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
@@ -66,7 +63,8 @@ def solution_sources(notebook, context_cells: dict[str, str] | None = None) -> l
     return [_definitions_only(text) for text in context_cells.values()] + sources
 
 
-def _child(student: StudentFunction, calls, write_fd: int) -> None:
+def _call_all(student: StudentFunction, calls) -> bytes:
+    """Runs in the fresh child: the encoded outcome of every call, or of the first failure."""
     import torch
 
     # OpenMP's thread pool inherited through fork hangs the first parallel kernel that reuses it;
@@ -76,34 +74,13 @@ def _child(student: StudentFunction, calls, write_fd: int) -> None:
         function = student.resolve()
         outcome = {"ok": True, "value": [function(*args) for args in calls]}
         try:
-            payload = encode(outcome)
+            return encode(outcome)
         except Exception as error:
-            payload = encode({"ok": False, "error": f"the function returned something that is not plain "
-                                                    f"data (numbers, tensors, lists, dicts): {error}"})
+            return encode({"ok": False, "error": f"the function returned something that is not plain "
+                                                 f"data (numbers, tensors, lists, dicts): {error}"})
     except BaseException as error:  # noqa: B036  (SystemExit included: it is the student's failure)
         text = "".join(traceback.format_exception_only(type(error), error)).strip()
-        payload = encode({"ok": False, "error": text, "traceback": traceback.format_exc()[-4000:]})
-    with os.fdopen(write_fd, "wb") as pipe:
-        pipe.write(payload)
-    os._exit(0)
-
-
-def _read_all(read_fd: int, pid: int, timeout: float) -> bytes:
-    chunks, size, deadline = [], 0, time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise IsolatedCallError(f"did not return within {timeout:g} s (an endless loop or a deadlock?)")
-        ready, _, _ = select.select([read_fd], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(read_fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > MAX_RESULT_BYTES:
-            raise IsolatedCallError("returned more than 256 MiB")
-        chunks.append(chunk)
+        return encode({"ok": False, "error": text, "traceback": traceback.format_exc()[-4000:]})
 
 
 def call_isolated(candidate, *args, name: str | None = None, timeout: float = 60.0):
@@ -122,17 +99,10 @@ def map_isolated(candidate, calls, name: str | None = None, timeout: float = 60.
     calls = [tuple(args) for args in calls]
     if student.function is not None:
         return [student.function(*args) for args in calls]
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        _child(student, calls, write_fd)
-    os.close(write_fd)
     try:
-        payload = _read_all(read_fd, pid, timeout)
-    finally:
-        os.close(read_fd)
-        _reap(pid)
+        payload = call_in_fresh_child(lambda: _call_all(student, calls), timeout, MAX_RESULT_BYTES)
+    except ChildLimitError as error:
+        raise IsolatedCallError(str(error)) from None
     if not payload:
         raise IsolatedCallError("the process running the function died before returning (os._exit, "
                                 "a crash or the memory limit)")
@@ -148,13 +118,3 @@ def map_isolated(candidate, calls, name: str | None = None, timeout: float = 60.
         raise IsolatedCallError("returned data the grader does not understand")
     return outcome["value"]
 
-
-def _reap(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass

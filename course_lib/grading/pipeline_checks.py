@@ -12,7 +12,7 @@ import traceback
 
 from course_lib import sim
 from course_lib.dist import RankFailure, RanksHungError, run_ranks
-from course_lib.grading.ring_checks import fail_with
+from course_lib.grading.rank_attempt import fail_with
 from course_lib.grading.student_function import as_student_function
 from course_lib.sim import pipeline as sim_pipeline
 

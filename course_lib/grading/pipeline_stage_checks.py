@@ -6,14 +6,13 @@ the judging side recomputes single-process gradients itself and compares gradien
 
 from __future__ import annotations
 
-import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from course_lib.dist import ForbiddenCallError, RankFailure, RanksHungError, record_traffic, run_ranks
-from course_lib.grading.ring_checks import _student_frames, fail_with
+from course_lib.dist import record_traffic
+from course_lib.grading.rank_attempt import FailureText, fail_with, frames_after, run_on_ranks
 from course_lib.grading.student_function import as_student_function
 from course_lib.models import STACK_WIDTH, make_layer_stack, split_into_stages
 from course_lib.sim import pipeline_schedule
@@ -69,7 +68,7 @@ def _run_stage(rank, world_size, student, ops, seed, microbatches):
             "events": [[str(e.op), e.peer, int(e.nbytes)] for e in log.events]}
 
 
-@dataclass
+@dataclass(frozen=True)
 class StageRun:
     """One step on ``stages`` ranks: per rank what came back, or why nothing did."""
 
@@ -78,33 +77,32 @@ class StageRun:
     microbatches: int
     seed: int
     ops: list
-    outcomes: list = field(default_factory=list)
+    outcomes: tuple = ()
     error: str | None = None
     hung: bool = False
+
+
+def _failure_text(where: str) -> FailureText:
+    return FailureText(
+        where,
+        hung=("{subject} did not finish within {timeout:g} s, so the test stopped it (a deadlock: two stages "
+              "each waiting for the other)."),
+        forbidden="{subject} used a collective, which this exercise forbids: {summary}",
+        not_written="{subject} is not written yet (it raises NotImplementedError): {summary}",
+        raised="{subject} raised: {summary}",
+        crashed="running {subject} failed: {reason}",
+        frames=lambda remote_traceback: frames_after(remote_traceback, __file__))
 
 
 def run_student(student, kind: str, stages: int, microbatches: int, seed: int, timeout: float,
                 ops=None) -> StageRun:
     """The student's stage on ``stages`` real ranks with ``kind``'s op lists (or ``ops``); never raises."""
     warm_autograd()
-    run = StageRun(kind, stages, microbatches, seed, ops or course_ops(kind, stages, microbatches))
+    ops = ops or course_ops(kind, stages, microbatches)
     where = f"{student.name} on {stages} stages, {microbatches} micro-batches, {kind} op lists"
-    try:
-        run.outcomes = run_ranks(_run_stage, stages, student, run.ops, seed, microbatches, timeout=timeout,
-                                 plain_results=True)
-    except RanksHungError as error:
-        run.hung = True
-        run.error = (f"{where} did not finish within {timeout:g} s, so the test stopped it (a deadlock: "
-                     f"two stages each waiting for the other).\n{error}")
-    except RankFailure as error:
-        leads = {ForbiddenCallError.__name__: "used a collective, which this exercise forbids",
-                 NotImplementedError.__name__: "is not written yet (it raises NotImplementedError)"}
-        lead = leads.get(error.exc_type, "raised")
-        run.error = (f"{where} {lead}: {error.summary}\n--- rank {error.rank} ---\n"
-                     f"{_student_frames(error.remote_traceback)}")
-    except Exception as error:  # noqa: BLE001 - the judge must report, whatever went wrong
-        run.error = f"running {where} failed: {traceback.format_exception_only(error)[-1]}"
-    return run
+    run = run_on_ranks(_run_stage, stages, student, ops, seed, microbatches, text=_failure_text(where),
+                       timeout=timeout)
+    return StageRun(kind, stages, microbatches, seed, ops, run.per_rank, run.error, run.hung)
 
 
 def gradient_problems(run: StageRun) -> list[str]:

@@ -1,53 +1,17 @@
 """Running a student's code on real ranks for a check: every failure or hang becomes a message, never a raise.
 
-Shared by chapter 07's checks (flat sharding, the sharded optimizer, FSDP): the rank side returns only
-plain data (tensors, numbers, containers), which the judging side compares with its own expectations.
+``run_on_ranks`` is the one way every chapter's checks run student code on ranks; ``FailureText`` is how
+a check words what went wrong, and ``RankRun`` what came back. The rank side returns only plain data
+(tensors, numbers, containers), which the judging side compares with its own expectations.
 """
 
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from course_lib.dist import ForbiddenCallError, RankFailure, RanksHungError, run_ranks
-
-
-@dataclass
-class Attempt:
-    """What one run gave: per rank, what the rank function returned; or why there is nothing."""
-
-    world_size: int
-    per_rank: list = field(default_factory=list)
-    error: str | None = None
-    hung: bool = False
-
-
-def attempt(rank_fn, world_size: int, *args, name: str, timeout: float) -> Attempt:
-    """``run_ranks(rank_fn, world_size, *args)`` with student code inside: failures are described."""
-    # torch.optim's first step imports torch._dynamo (seconds); import it here, once, so that forked ranks
-    # inherit it instead of each importing it against the clock of the timeout
-    import torch._dynamo  # noqa: F401
-
-    result = Attempt(world_size)
-    try:
-        result.per_rank = run_ranks(rank_fn, world_size, *args, timeout=timeout, plain_results=True)
-    except RanksHungError as error:
-        result.hung = True
-        result.error = (f"{name} did not finish on {world_size} ranks within {timeout:g} s (a deadlock: does "
-                        f"every rank make the same collective calls in the same order?), so the test "
-                        f"stopped it.\n{error}")
-    except RankFailure as error:
-        if error.exc_type == ForbiddenCallError.__name__:
-            lead = f"{name} made a call this part forbids: {error.summary}"
-        elif error.exc_type == NotImplementedError.__name__:
-            lead = f"{name} is not written yet (it raises NotImplementedError)"
-        else:
-            lead = f"{name} raised on {world_size} ranks: {error.summary}"
-        result.error = f"{lead}\n--- rank {error.rank} ---\n{student_frames(error.remote_traceback)}"
-    except Exception as error:  # noqa: BLE001 - a check must report, whatever went wrong
-        reason = traceback.format_exception_only(error)[-1]
-        result.error = f"running {name} on {world_size} ranks failed: {reason}"
-    return result
 
 
 def student_frames(remote_traceback: str, keep_last: int = 12) -> str:
@@ -58,6 +22,95 @@ def student_frames(remote_traceback: str, keep_last: int = 12) -> str:
                or "/tmp/ipykernel" in lines[i]]
     start = student[0] if student else (frames[-1] if frames else 0)
     return "\n".join(["Traceback (most recent call last):", *lines[start:]][-keep_last:])
+
+
+def frames_after(remote_traceback: str, machinery_file: str) -> str:
+    """The traceback from the student's own code on: frames up to the last one in ``machinery_file`` (the
+    check's rank side, which says nothing to the student) are cut; all of it if that file is not in it."""
+    lines = remote_traceback.rstrip().splitlines()
+    cut = [i for i, line in enumerate(lines) if line.lstrip().startswith("File ") and machinery_file in line]
+    if not cut:
+        return "\n".join(lines)
+    rest = lines[cut[-1] + 1:]
+    while rest and not rest[0].lstrip().startswith("File ") and rest[0].startswith("    "):
+        rest = rest[1:]  # the source line and ^^^^ markers of the frame we cut
+    return "\n".join(["Traceback (most recent call last):", *rest])
+
+
+@dataclass(frozen=True)
+class FailureText:
+    """How a check words a run that did not complete; templates take {subject}, {world_size},
+    {timeout}, {summary} (the rank's error) and {reason} (an error of the run itself)."""
+
+    subject: str
+    hung: str = ("{subject} did not finish on {world_size} ranks within {timeout:g} s (a deadlock: does "
+                 "every rank make the same collective calls in the same order?), so the test stopped it.")
+    forbidden: str = "{subject} made a call this part forbids: {summary}"
+    not_written: str = "{subject} is not written yet (it raises NotImplementedError)"
+    raised: str = "{subject} raised on {world_size} ranks: {summary}"
+    crashed: str = "running {subject} on {world_size} ranks failed: {reason}"
+    frames: Callable[[str], str] = field(default=student_frames)
+
+    def lead(self, error: RankFailure, **words) -> str:
+        template = {ForbiddenCallError.__name__: self.forbidden,
+                    NotImplementedError.__name__: self.not_written}.get(error.exc_type, self.raised)
+        return template.format(subject=self.subject, summary=error.summary, **words)
+
+
+@dataclass(frozen=True)
+class RankRun:
+    """What one run gave: per rank, what the rank function returned; or why there is nothing.
+
+    ``cases`` and ``seed`` say what the ranks were asked to run, for the judge to rebuild expectations.
+    """
+
+    world_size: int
+    per_rank: tuple = ()
+    error: str | None = None
+    hung: bool = False
+    forbidden: bool = False
+    cases: tuple = ()
+    seed: int = 0
+
+    @property
+    def outcomes(self) -> list[list]:
+        """[case][rank], for rank functions that return one outcome per case; [] when nothing came back."""
+        if not self.per_rank:
+            return []
+        return [[self.per_rank[rank][index] for rank in range(self.world_size)]
+                for index in range(len(self.cases))]
+
+
+def run_on_ranks(rank_fn, world_size: int, *args, text: FailureText, timeout: float, cases=(),
+                 seed: int = 0) -> RankRun:
+    """``run_ranks(rank_fn, world_size, *args)`` with student code inside, read as plain data only.
+
+    A hang, a rank's error or any other failure is described with ``text`` in ``RankRun.error``.
+    """
+    done = RankRun(world_size, cases=tuple(cases), seed=seed)
+    words = {"subject": text.subject, "world_size": world_size, "timeout": timeout}
+    try:
+        per_rank = run_ranks(rank_fn, world_size, *args, timeout=timeout, plain_results=True)
+    except RanksHungError as error:
+        return replace(done, hung=True, error=f"{text.hung.format(**words)}\n{error}")
+    except RankFailure as error:
+        lead = text.lead(error, world_size=world_size, timeout=timeout)
+        frames = text.frames(error.remote_traceback)
+        return replace(done, forbidden=error.exc_type == ForbiddenCallError.__name__,
+                       error=f"{lead}\n--- rank {error.rank} ---\n{frames}")
+    except Exception as error:  # noqa: BLE001 - a check must report, whatever went wrong
+        reason = traceback.format_exception_only(error)[-1]
+        return replace(done, error=text.crashed.format(reason=reason, **words))
+    return replace(done, per_rank=tuple(per_rank))
+
+
+def attempt(rank_fn, world_size: int, *args, name: str, timeout: float) -> RankRun:
+    """Chapter 07's checks: ``run_on_ranks`` with torch.optim's imports done once, before the fork."""
+    # torch.optim's first step imports torch._dynamo (seconds); import it here, once, so that forked ranks
+    # inherit it instead of each importing it against the clock of the timeout
+    import torch._dynamo  # noqa: F401
+
+    return run_on_ranks(rank_fn, world_size, *args, text=FailureText(name), timeout=timeout)
 
 
 def fail_with(problems: list[str], what: str, limit: int = 4) -> None:

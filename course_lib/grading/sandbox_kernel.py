@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 
+from course_lib.dist.processes import exec_python
 from course_lib.grading.sandbox import SandboxPolicy
 
 
@@ -28,8 +29,7 @@ def main(argv: list[str]) -> None:
         os.chown(private_copy, policy.uid, policy.gid)
     for line in policy.enter():
         print(f"[grading sandbox] {line}", file=sys.stderr)
-    os.execv(sys.executable, [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher",
-                              "-f", private_copy])
+    exec_python(["-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", private_copy])
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from course_lib.dist import run_ranks
-from course_lib.grading.ring_checks import fail_with
+from course_lib.grading.rank_attempt import fail_with
 from course_lib.grading.student_function import as_student_function
 from course_lib.grading.tensor_parallel_runs import (
     NAMES,
@@ -20,11 +20,10 @@ from course_lib.grading.tensor_parallel_runs import (
     build_full,
     case_tensors,
     run_layers,
-    shard_layouts,
-    shard_problems,
     traffic_problems,
     value_problems,
 )
+from course_lib.grading.tensor_parallel_shards import shard_layouts, shard_problems
 
 VISIBLE_WORLD_SIZES = (1, 2, 4)
 VISIBLE_TIMEOUT_S = 20

@@ -6,15 +6,13 @@ compares with the unsharded nn.Linear, MLP and transformer block (and their acti
 
 from __future__ import annotations
 
-import random
-import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from course_lib.dist import ForbiddenCallError, RankFailure, RanksHungError, record_traffic, run_ranks
-from course_lib.grading.ring_checks import _student_frames
+from course_lib.dist import record_traffic
+from course_lib.grading.rank_attempt import FailureText, RankRun, frames_after, run_on_ranks
 from course_lib.models import FeedForward, TransformerBlock
 
 NAMES = ("shard_columns", "shard_rows", "ColumnParallelLinear", "RowParallelLinear")
@@ -117,38 +115,24 @@ def _run_layer_cases(rank, world_size, students, cases, seed):
     return outcomes
 
 
-@dataclass
-class LayerRun:
-    """What one world size gave: per case, per rank, the outcome dict; or an error for the whole run."""
-
-    world_size: int
-    cases: list[LayerCase]
-    seed: int
-    outcomes: list[list[dict]] = field(default_factory=list)   # [case][rank]
-    error: str | None = None
-
-
-def run_layers(students: dict, world_size: int, cases, seed: int, timeout: float) -> LayerRun:
+def run_layers(students: dict, world_size: int, cases, seed: int, timeout: float) -> RankRun:
     """Run the cases on ``world_size`` real ranks; a failure or hang is recorded, never raised."""
-    run = LayerRun(world_size, list(cases), seed)
-    try:
-        per_rank = run_ranks(_run_layer_cases, world_size, students, run.cases, seed, timeout=timeout,
-                             plain_results=True)
-    except RanksHungError as error:
-        run.error = (f"the {cases[0].kind} case did not finish on {world_size} ranks within {timeout:g} s "
-                     f"(a deadlock: do all ranks call the same collectives in the same order?)\n{error}")
-    except RankFailure as error:
-        lead = ("not written yet (it raises NotImplementedError)"
-                if error.exc_type == NotImplementedError.__name__ else f"raised: {error.summary}")
-        if error.exc_type == ForbiddenCallError.__name__:
-            lead = f"made a forbidden call: {error.summary}"
-        run.error = (f"{cases[0].describe(world_size)}: your code {lead}\n--- rank {error.rank} ---\n"
-                     f"{_student_frames(error.remote_traceback)}")
-    except Exception as error:  # noqa: BLE001 - the judge must report, whatever went wrong
-        run.error = f"running on {world_size} ranks failed: {traceback.format_exception_only(error)[-1]}"
-    else:
-        run.outcomes = [[per_rank[r][i] for r in range(world_size)] for i in range(len(run.cases))]
-    return run
+    cases = list(cases)
+    text = FailureText(
+        cases[0].describe(world_size),
+        hung=(f"the {cases[0].kind} case did not finish on {{world_size}} ranks within {{timeout:g}} s "
+              "(a deadlock: do all ranks call the same collectives in the same order?)"),
+        forbidden="{subject}: your code made a forbidden call: {summary}",
+        not_written="{subject}: your code not written yet (it raises NotImplementedError)",
+        raised="{subject}: your code raised: {summary}",
+        crashed="running on {world_size} ranks failed: {reason}",
+        frames=_student_frames)
+    return run_on_ranks(_run_layer_cases, world_size, students, cases, seed, text=text, timeout=timeout,
+                        cases=cases, seed=seed)
+
+
+def _student_frames(remote_traceback: str) -> str:
+    return frames_after(remote_traceback, __file__)
 
 
 def _reference(case: LayerCase, seed: int):
@@ -200,7 +184,7 @@ def _shape(t) -> str:
     return str(tuple(t.shape)) if isinstance(t, torch.Tensor) else repr(t)
 
 
-def value_problems(run: LayerRun) -> list[str]:
+def value_problems(run: RankRun) -> list[str]:
     """Output, input gradient and every parameter gradient against the unsharded model, per rank."""
     if run.error:
         return [run.error]
@@ -236,7 +220,7 @@ def _mismatch(where: str, what: str, got, expected) -> str:
             f"(its norm is {ratio:.3g}x the expected one)")
 
 
-def traffic_problems(run: LayerRun) -> list[str]:
+def traffic_problems(run: RankRun) -> list[str]:
     """Exactly one all-reduce of the MLP's output in forward and one of its input gradient in backward."""
     if run.error:
         return [run.error]
@@ -255,101 +239,3 @@ def traffic_problems(run: LayerRun) -> list[str]:
 
 def _calls(events) -> str:
     return ", ".join(f"{op} of {nbytes} B" for op, nbytes in events) or "no collective at all"
-
-
-# -- the shard functions: run on one process, judged against nn.Linear's own output ----------------
-
-def _run_shards(rank, world_size, students, layouts, seed):
-    shard_columns, shard_rows = (students[name].resolve() if name in students else None for name in NAMES[:2])
-    results = []
-    for index, (in_features, out_features, n, bias) in enumerate(layouts):
-        linear = _filled(nn.Linear(in_features, out_features, bias=bias), seed + index, torch.float32)
-        function = shard_columns if index % 2 == 0 else shard_rows
-        per_rank = []
-        if function is None:
-            results.append(per_rank)
-            continue
-        for r in range(n):
-            try:
-                weight, shard_bias = function(linear, r, n)
-                per_rank.append({"weight": weight.detach().clone(),
-                                 "bias": None if shard_bias is None else shard_bias.detach().clone()})
-            except ValueError as error:
-                per_rank.append({"value_error": str(error)})
-        results.append(per_rank)
-    return results
-
-
-def shard_layouts(world_sizes, rng: random.Random) -> list[tuple]:
-    """(in, out, N, bias), column then row: sizes divisible by N, and ones that are not (ValueError)."""
-    layouts = []
-    for n in world_sizes:
-        a, b = n * rng.randint(1, 3), n * rng.randint(2, 4) + (1 if n == 1 else 0)
-        layouts += [(a + 1, b, n, True), (b, a + 1, n, True), (a + 2, b, n, False), (b, a + 2, n, False)]
-    odd = max(world_sizes) + 1 if max(world_sizes) > 1 else None
-    if odd:
-        n = max(world_sizes)
-        layouts += [(3, n * 2 + 1, n, True), (n * 2 + 1, 3, n, True)]
-    return layouts
-
-
-def shard_problems(students: dict, kind: str, layouts, seed: int, timeout: float) -> list[str]:
-    """For kind column/row: every rank's shard reproduces nn.Linear; sizes not divisible raise ValueError."""
-    try:
-        results = run_ranks(_run_shards, 1, students, layouts, seed, timeout=timeout, plain_results=True)[0]
-    except RankFailure as error:
-        name = NAMES[0] if kind == "column" else NAMES[1]
-        return [f"{name} raised: {error.summary}\n{_student_frames(error.remote_traceback)}"]
-    except RanksHungError:
-        return [f"the shard functions did not return within {timeout:g} s"]
-    first = 0 if kind == "column" else 1
-    problems = []
-    for index in range(first, len(layouts), 2):
-        problems += _judge_shards(kind, layouts[index], results[index], seed + index)
-    return problems
-
-
-def _judge_shards(kind: str, layout, per_rank, seed: int) -> list[str]:
-    in_features, out_features, n, bias = layout
-    name = "shard_columns" if kind == "column" else "shard_rows"
-    where = f"{name}(nn.Linear({in_features}, {out_features}, bias={bias}), rank, {n})"
-    divisible = (out_features if kind == "column" else in_features) % n == 0
-    if not divisible:
-        if all("value_error" in shard for shard in per_rank):
-            return []
-        return [f"{where}: {out_features if kind == 'column' else in_features} features do not split evenly "
-                f"over {n} ranks, so it must raise ValueError (saying so), not return a shard"]
-    linear = _filled(nn.Linear(in_features, out_features, bias=bias), seed, torch.float32)
-    x = torch.randn(5, in_features, generator=torch.Generator().manual_seed(seed))
-    with torch.no_grad():
-        full = linear(x)
-        return _shard_value_problems(kind, where, linear, x, full, per_rank, n)
-
-
-def _shard_value_problems(kind, where, linear, x, full, per_rank, n) -> list[str]:
-    if any("value_error" in shard for shard in per_rank):
-        return [f"{where}: raised ValueError although the sizes divide evenly"]
-    problems, total = [], torch.zeros_like(full)
-    for r, shard in enumerate(per_rank):
-        inputs = x if kind == "column" else torch.tensor_split(x, n, dim=-1)[r]
-        bias = shard["bias"] if kind == "column" else None
-        try:
-            local = nn.functional.linear(inputs, shard["weight"], bias)
-        except RuntimeError as error:
-            problems.append(f"{where}, rank {r}: a layer from your shard (weight {_shape(shard['weight'])}) "
-                            f"cannot take its input {_shape(inputs)}: {str(error).splitlines()[0]}")
-            continue
-        if kind == "column" and not _close(local, torch.tensor_split(full, n, dim=-1)[r], "float32"):
-            problems.append(f"{where}, rank {r}: linear(x, weight, bias) with your shard is not output "
-                            f"features {r}/{n} of the whole layer's output")
-        total = total + local if local.shape == full.shape else total
-    if kind == "row" and not problems:
-        full_bias = linear.bias.detach() if linear.bias is not None else None
-        got_bias = per_rank[0]["bias"]
-        if (full_bias is None) != (got_bias is None) or (full_bias is not None
-                                                         and not torch.equal(got_bias, full_bias)):
-            problems.append(f"{where}: the bias returned must be the layer's whole bias (None if none)")
-        elif not _close(total + (0 if full_bias is None else full_bias), full, "float32"):
-            problems.append(f"{where}: the sum over ranks of linear(x_r, weight_r) plus the bias is not the "
-                            "whole layer's output (x_r: rank r's slice of the input features)")
-    return problems

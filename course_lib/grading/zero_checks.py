@@ -187,12 +187,19 @@ def traffic_problems(case: FlatCase, world_size: int, events, allowed: tuple[str
 VISIBLE_CASES = (FlatCase(((3, 4), (5,))), FlatCase(((2, 2), (3,)), ("float32", "float64")))
 
 
+def _visible_run(side, world_size: int, name: str, candidate, cases, *partners):
+    """``side`` on real ranks with the student's ``name`` (and the partner functions it relies on, as
+    (name, function) pairs); fails the check at once when the run itself did not complete."""
+    student = as_student_function(candidate, name)
+    helpers = [as_student_function(function, partner) for partner, function in partners]
+    run = attempt(side, world_size, student, cases, 7, *helpers, name=name, timeout=VISIBLE_TIMEOUT_S)
+    fail_with([run.error] if run.error else [], f"{name} did not run")
+    return run
+
+
 def check_shard_parameters(shard_parameters, world_size: int = 3) -> None:
     """Visible test: one shard per rank, ceil(numel / N) long; together the shards are the tensors."""
-    student = as_student_function(shard_parameters, "shard_parameters")
-    run = attempt(shard_side, world_size, student, VISIBLE_CASES, 7, name="shard_parameters",
-                  timeout=VISIBLE_TIMEOUT_S)
-    fail_with([run.error] if run.error else [], "shard_parameters did not run")
+    run = _visible_run(shard_side, world_size, "shard_parameters", shard_parameters, VISIBLE_CASES)
     problems = [p for rank in range(world_size) for case, outcome in zip(VISIBLE_CASES, run.per_rank[rank],
                                                                           strict=True)
                 for p in shard_problems(case, world_size, outcome)]
@@ -211,12 +218,9 @@ def check_shard_parameters(shard_parameters, world_size: int = 3) -> None:
 
 def check_gather_parameters(gather_parameters, shard_parameters, world_size: int = 3) -> None:
     """Visible test: your gather undoes your shard, with one all-gather of the padded buffer."""
-    student = as_student_function(gather_parameters, "gather_parameters")
-    shard = as_student_function(shard_parameters, "shard_parameters")
     cases = VISIBLE_CASES[:1]
-    run = attempt(gather_side, world_size, student, cases, 7, shard, name="gather_parameters",
-                  timeout=VISIBLE_TIMEOUT_S)
-    fail_with([run.error] if run.error else [], "gather_parameters did not run")
+    run = _visible_run(gather_side, world_size, "gather_parameters", gather_parameters, cases,
+                       ("shard_parameters", shard_parameters))
     problems = []
     for rank, (outcome,) in enumerate(run.per_rank):
         expected = case_tensors(cases[0], 7, 0)
@@ -234,12 +238,9 @@ def check_gather_parameters(gather_parameters, shard_parameters, world_size: int
 
 def check_reduce_scatter_gradients(reduce_scatter_gradients, gather_parameters, world_size: int = 3) -> None:
     """Visible test: gathering the shards of your reduce-scatter gives dist.all_reduce's sums."""
-    student = as_student_function(reduce_scatter_gradients, "reduce_scatter_gradients")
-    gather = as_student_function(gather_parameters, "gather_parameters")
     cases = VISIBLE_CASES[:1]
-    run = attempt(reduce_scatter_side, world_size, student, cases, 7, gather,
-                  name="reduce_scatter_gradients", timeout=VISIBLE_TIMEOUT_S)
-    fail_with([run.error] if run.error else [], "reduce_scatter_gradients did not run")
+    run = _visible_run(reduce_scatter_side, world_size, "reduce_scatter_gradients", reduce_scatter_gradients,
+                       cases, ("gather_parameters", gather_parameters))
     problems = []
     for rank, (outcome,) in enumerate(run.per_rank):
         where = f"rank {rank}, {cases[0].describe(world_size)}"

@@ -72,36 +72,36 @@ def _ring(op: str, s: float, n: int, a: float, bw: float) -> float:
 def _tree(op: str, s: float, n: int, links: list, doubling: bool) -> float:
     """Textbook binomial tree, store-and-forward: ``links`` holds each level's link, largest distance
     first (one Link per level of ceil(log2 n))."""
-    whole = sum(link.transfer_time(s) for link in links)   # the whole message at every level
+    full = sum(link.transfer_time(s) for link in links)   # the full message at every level
     # Data halves at every level (scatter/gather style): the first level moves half of it, and the
     # shares add up to (n-1)/n of the buffer, exact for powers of 2.
     scale = (n - 1) / n / (1 - 0.5 ** len(links))
     halving = sum(link.latency + s * scale * 0.5 ** (k + 1) / link.bandwidth for k, link in enumerate(links))
     if op in ("broadcast", "reduce"):
-        return whole
+        return full
     if op in ("scatter", "gather"):
         return halving
     if op == "all_to_all":                     # Bruck: log n rounds, half the buffer each
         return sum(link.transfer_time(s / 2) for link in links)
     if doubling:                               # recursive doubling / halving (Thakur et al. 2005)
-        return whole if op == "all_reduce" else halving
+        return full if op == "all_reduce" else halving
     if op == "all_reduce":                     # reduce to the root, broadcast back
-        return 2 * whole
-    return whole + halving                     # reduce_scatter = reduce+scatter, all_gather = gather+bcast
+        return 2 * full
+    return full + halving                     # reduce_scatter = reduce+scatter, all_gather = gather+bcast
 
 
 def _parameter_server(op: str, s: float, n: int, links: list) -> float:
     """Every message through one server rank, one at a time; ``links`` from the server to each worker."""
-    whole = sum(link.transfer_time(s) for link in links)      # a full message with every worker
+    full = sum(link.transfer_time(s) for link in links)      # a full message with every worker
     part = sum(link.transfer_time(s / n) for link in links)   # one rank's share with every worker
     if op in ("broadcast", "reduce"):
-        return whole
+        return full
     if op == "all_reduce":
-        return 2 * whole
+        return 2 * full
     if op in ("scatter", "gather"):
         return part
     if op in ("all_gather", "reduce_scatter"):
-        return whole + part
+        return full + part
     return 2 * sum(link.transfer_time((n - 1) * s / n) for link in links)  # all_to_all relayed by the server
 
 

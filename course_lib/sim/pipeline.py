@@ -196,18 +196,16 @@ def simulate_pipeline(schedule: Schedule, t_forward, t_backward, t_comm: float =
                               + (f", {v} virtual stages" if v > 1 else ""))
     last = p * v - 1
     for s, ops in enumerate(placed):
-        lane = timeline.lanes[s]
         for (phase, mb, c), start, end in ops:
             label = f"{phase}{mb}" if v == 1 else f"{phase}{mb}.{c}"
-            lane.append((start, end, "compute", label, {"phase": phase, "microbatch": mb, "chunk": c}))
+            timeline.add(s, start, end, "compute", label, {"phase": phase, "microbatch": mb, "chunk": c})
             j = c * p + s
             target = j + 1 if phase == "F" else j - 1
             if t_comm > 0 and 0 <= target <= last and target % p != s:
                 what = "activation" if phase == "F" else "gradient"
-                lane.append((end, end + t_comm, "comm", f"send {what} {mb} -> stage {target % p}",
-                             {"phase": phase, "microbatch": mb, "dst_stage": target % p}))
-    timeline.peak_activations = [x if v == 1 else x / v for x in peak]
-    timeline.schedule = schedule
+                timeline.add(s, end, end + t_comm, "comm", f"send {what} {mb} -> stage {target % p}",
+                             {"phase": phase, "microbatch": mb, "dst_stage": target % p})
+    timeline.attach_pipeline(schedule, [x if v == 1 else x / v for x in peak])
     return timeline
 
 

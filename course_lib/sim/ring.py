@@ -14,6 +14,23 @@ RING_OPS = ("all_reduce", "reduce_scatter", "all_gather")
 SERVER_OPS = ("all_reduce", "reduce", "broadcast")
 
 
+def _check_request(builder: str, op: str, world_size: int, nbytes: float, link, algorithm: str,
+                   drawn_ops: tuple, hint: str = "") -> None:
+    """The checks every ``*_timeline`` shares: a known op its algorithm runs and draws, a link."""
+    _check(op, nbytes, world_size, algorithm)
+    check_link(link)
+    if op not in drawn_ops:
+        raise ValueError(f"{builder} draws {', '.join(drawn_ops)}{hint}")
+
+
+def _rank_of(name: str, value, world_size: int) -> int:
+    """``value`` as a rank of 0..world_size-1 (the server or the root)."""
+    value = whole(name, value, 0)
+    if not 0 <= value < world_size:
+        raise ValueError(f"{name} must be a rank in 0..{world_size - 1}, got {value}")
+    return value
+
+
 def _ring_phase(timeline, clock, arrival, phase, first_chunk, steps, chunk_bytes, link, step0):
     """``steps`` ring rounds; ``first_chunk(r)`` is what rank r sends in the first one."""
     n = len(clock)
@@ -27,9 +44,9 @@ def _ring_phase(timeline, clock, arrival, phase, first_chunk, steps, chunk_bytes
             dst = (r + 1) % n
             new_arrival[dst] = end
             chunk = (first_chunk(r) - k) % n
-            timeline.lanes[r].append((start, end, "comm", f"{phase} {step0 + k}: chunk {chunk} -> {dst}",
-                                      {"phase": phase, "step": step0 + k, "chunk": chunk, "src": r,
-                                       "dst": dst, "nbytes": chunk_bytes}))
+            timeline.add(r, start, end, "comm", f"{phase} {step0 + k}: chunk {chunk} -> {dst}",
+                         {"phase": phase, "step": step0 + k, "chunk": chunk, "src": r, "dst": dst,
+                          "nbytes": chunk_bytes})
         arrival[:] = new_arrival
 
 
@@ -39,10 +56,8 @@ def ring_timeline(op: str, world_size: int, nbytes: float, link) -> Timeline:
     Chapter 02's convention: after the n-1 reduce-scatter rounds rank r owns the sum of chunk r, and the
     all-gather starts from it; each event's ``meta["chunk"]`` says which chunk it carried.
     """
-    _check(op, nbytes, world_size, "ring")
-    check_link(link)
-    if op not in RING_OPS:
-        raise ValueError(f"ring_timeline draws {', '.join(RING_OPS)}; for {op!r} use collective_time")
+    _check_request("ring_timeline", op, world_size, nbytes, link, "ring", RING_OPS,
+                   f"; for {op!r} use collective_time")
     n = world_size
     timeline = Timeline([f"rank {r}" for r in range(n)], title=f"ring {op}, {n} ranks, {nbytes:g} bytes")
     clock, arrival = [0.0] * n, [0.0] * n
@@ -59,13 +74,8 @@ def ring_timeline(op: str, world_size: int, nbytes: float, link) -> Timeline:
 
 def parameter_server_timeline(op: str, world_size: int, nbytes: float, link, server: int = 0) -> Timeline:
     """Every message through one server rank: workers send to it one at a time, then it sends back."""
-    _check(op, nbytes, world_size, "parameter_server")
-    check_link(link)
-    server = whole("server", server, 0)
-    if op not in SERVER_OPS:
-        raise ValueError(f"parameter_server_timeline draws {', '.join(SERVER_OPS)}")
-    if not 0 <= server < world_size:
-        raise ValueError(f"server must be a rank in 0..{world_size - 1}, got {server}")
+    _check_request("parameter_server_timeline", op, world_size, nbytes, link, "parameter_server", SERVER_OPS)
+    server = _rank_of("server", server, world_size)
     n = world_size
     timeline = Timeline([f"rank {r}" for r in range(n)],
                         title=f"parameter server {op}, {n} ranks, {nbytes:g} bytes")
@@ -77,9 +87,9 @@ def parameter_server_timeline(op: str, world_size: int, nbytes: float, link, ser
         for step, worker in enumerate(workers):
             src, dst = (worker, server) if phase == "reduce" else (server, worker)
             meta = {"phase": phase, "step": step, "chunk": 0, "src": src, "dst": dst, "nbytes": nbytes}
-            timeline.lanes[src].append((now, now + seconds, "comm", f"{phase}: {src} -> {dst}", meta))
+            timeline.add(src, now, now + seconds, "comm", f"{phase}: {src} -> {dst}", meta)
             if phase == "reduce":  # the server's side of the same transfer, to show its link is busy
-                timeline.lanes[server].append((now, now + seconds, "comm", f"recv from {src}", meta))
+                timeline.add(server, now, now + seconds, "comm", f"recv from {src}", meta)
             now += seconds
     return timeline
 
@@ -89,13 +99,8 @@ TREE_OPS = ("all_reduce", "reduce", "broadcast")
 
 def tree_timeline(op: str, world_size: int, nbytes: float, link, root: int = 0) -> Timeline:
     """A binomial tree: ceil(log2 n) levels of whole messages (reduce up to ``root``, broadcast down)."""
-    _check(op, nbytes, world_size, "tree")
-    check_link(link)
-    root = whole("root", root, 0)
-    if op not in TREE_OPS:
-        raise ValueError(f"tree_timeline draws {', '.join(TREE_OPS)}")
-    if not 0 <= root < world_size:
-        raise ValueError(f"root must be a rank in 0..{world_size - 1}, got {root}")
+    _check_request("tree_timeline", op, world_size, nbytes, link, "tree", TREE_OPS)
+    root = _rank_of("root", root, world_size)
     n = world_size
     timeline = Timeline([f"rank {r}" for r in range(n)], title=f"tree {op}, {n} ranks, {nbytes:g} bytes")
     seconds = link.transfer_time(nbytes)
@@ -119,7 +124,7 @@ def tree_timeline(op: str, world_size: int, nbytes: float, link, root: int = 0) 
                 meta = {"phase": phase, "step": step, "chunk": 0, "src": src_rank, "dst": dst_rank,
                         "nbytes": nbytes}
                 label = f"{phase}: {src_rank} -> {dst_rank}"
-                timeline.lanes[src_rank].append((start, end, "comm", label, meta))
+                timeline.add(src_rank, start, end, "comm", label, meta)
             step += 1
     return timeline
 

@@ -55,7 +55,9 @@ class Timeline:
         self.title = title
         # Optional label per lane saying which group it belongs to (e.g. "stage 2"); viz groups by it.
         self.lane_groups = list(lane_groups) if lane_groups is not None else None
-        self.peak_activations: list | None = None  # set by simulate_pipeline
+        # What simulate_pipeline played, set through ``attach_pipeline``; None on other timelines.
+        self.schedule = None
+        self.peak_activations: list | None = None
 
     # -- building ------------------------------------------------------------------------------
     def add(self, lane: int, start: float, end: float, kind: str, label: str, meta: dict | None = None):
@@ -80,6 +82,16 @@ class Timeline:
             events = list(events)
             lanes[lane] = self._own[lane] = events
         events.append(event)
+
+    def attach_pipeline(self, schedule, peak_activations) -> None:
+        """Record the pipeline schedule this timeline plays and each stage's peak held activations."""
+        self.schedule = schedule
+        self.peak_activations = list(peak_activations)
+
+    def sort_lanes(self, key) -> None:
+        """Sort every distinct event list once by ``key(event tuple)`` (the order viz draws them in)."""
+        for events, _ in self._unique_lanes():
+            events.sort(key=key)
 
     # -- reading -------------------------------------------------------------------------------
     def _unique_lanes(self):

@@ -12,8 +12,8 @@ from matplotlib.patches import Patch
 
 from course_lib import sim
 
-from .layout import plot_placement
-from .memory import plot_memory
+from .memory_plot import plot_memory
+from .placement_plot import plot_placement
 from .style import COLORS
 from .timeline import plot_timeline
 from .widgets_common import RenderedFigure, choice, explorer, slider

@@ -5,23 +5,17 @@ from pathlib import Path
 import pytest
 import torch
 
+from course_lib.grading.rank_attempt import RankRun, fail_with
 from course_lib.grading.ring_checks import (
-    RingCase,
-    RingRun,
-    _student_frames,
     check_ring_all_gather,
     check_ring_all_reduce,
     check_ring_all_reduce_no_collectives,
     check_ring_all_reduce_no_deadlock,
     check_ring_all_reduce_traffic,
     check_ring_reduce_scatter,
-    expected_result,
-    fail_with,
-    forbidden_problems,
-    rank_input,
-    traffic_problems,
-    value_problems,
 )
+from course_lib.grading.ring_judge import forbidden_problems, traffic_problems, value_problems
+from course_lib.grading.ring_ranks import RingCase, RingOutcome, _student_frames, expected_result, rank_input
 from course_lib.grading.student_function import StudentFunction
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,9 +33,9 @@ def all_reduce_run(case=EIGHT, after=None, events=None, returned=None, base=None
     """A made-up world-size-4 run of one all-reduce case where every rank ends with ``after``."""
     expected = expected_result(case, SEED, 0, N, "all_reduce")
     after = expected if after is None else after
-    outcome = lambda rank: {"after": after, "base": base, "returned": returned,  # noqa: E731
-                            "events": ring_events(rank, N, 8, 6) if events is None else events(rank)}
-    return RingRun(N, [case], SEED, outcomes=[[outcome(rank) for rank in range(N)]])
+    outcome = lambda rank: RingOutcome(after, base, returned,  # noqa: E731
+                                       ring_events(rank, N, 8, 6) if events is None else events(rank))
+    return RankRun(N, tuple((outcome(rank),) for rank in range(N)), cases=(case,), seed=SEED)
 
 
 def test_inputs_are_reproducible_and_differ_per_rank():
@@ -105,7 +99,7 @@ def test_traffic_problems(events, words):
 def test_collectives_and_errors_are_reported():
     run = all_reduce_run(events=lambda r: [("broadcast", None, 32)])
     assert "broadcast" in forbidden_problems(run)[0]
-    failed = RingRun(N, [RingCase((8,))], SEED, error="ring_all_reduce deadlocked", hung=True)
+    failed = RankRun(N, error="ring_all_reduce deadlocked", hung=True, cases=(RingCase((8,)),), seed=SEED)
     assert value_problems(failed, "all_reduce") == traffic_problems(failed, "all_reduce") == [failed.error]
 
 
@@ -116,7 +110,7 @@ def test_fail_with_lists_the_first_problems():
 
 
 def test_tracebacks_start_at_the_students_code():
-    import course_lib.grading.ring_checks as module
+    import course_lib.grading.ring_ranks as module
 
     text = (f'Traceback (most recent call last):\n  File "{module.__file__}", line 97, in _run_cases\n'
             '    returned = function(tensor)\n               ^^^^^^^^\n'

@@ -5,17 +5,16 @@ from pathlib import Path
 
 import torch
 
+from course_lib.grading.rank_attempt import RankRun
 from course_lib.grading.tensor_parallel_runs import (
     LayerCase,
-    LayerRun,
-    _judge_shards,
     _reference,
     build_full,
     case_tensors,
-    shard_layouts,
     traffic_problems,
     value_problems,
 )
+from course_lib.grading.tensor_parallel_shards import _judge_shards, shard_layouts
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 11
@@ -30,8 +29,8 @@ def test_the_same_seed_builds_the_same_model_and_inputs():
     assert next(first.parameters()).dtype == torch.float64
 
 
-def _one_rank_run(case, outcome) -> LayerRun:
-    return LayerRun(1, [case], SEED, outcomes=[[outcome]])
+def _one_rank_run(case, outcome) -> RankRun:
+    return RankRun(1, ((outcome,),), cases=(case,), seed=SEED)
 
 
 def _unsharded_outcome(case):
@@ -70,7 +69,7 @@ def test_traffic_must_be_exactly_one_all_reduce_each_way_of_the_outputs_bytes():
 
 
 def test_a_failed_run_reports_its_error_in_every_judgement():
-    run = LayerRun(2, [LayerCase("column")], SEED, error="boom")
+    run = RankRun(2, error="boom", cases=(LayerCase("column"),), seed=SEED)
     assert value_problems(run) == traffic_problems(run) == ["boom"]
 
 

@@ -15,7 +15,7 @@ from course_lib.dist import (
     run_ranks,
     traffic_timeline,
 )
-from course_lib.dist.traffic import _forbidden_messages
+from course_lib.dist.traffic_log import _forbidden_messages
 
 
 def mixed_traffic(rank, world_size):

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from course_lib.sim import Timeline
 
-from .traffic import TrafficEvent, TrafficLog
+from .traffic_log import TrafficEvent, TrafficLog
 
 
 def _flatten(records) -> list[TrafficEvent]:
