@@ -18,7 +18,8 @@ from torch import nn
 def _work(replica, inputs, targets, out: dict, index: int) -> None:
     loss = nn.functional.mse_loss(replica(inputs), targets)
     loss.backward()
-    out[index] = (os.getpid(), threading.get_ident())
+    # The thread's name, not get_ident(): an ident is reused once a thread has finished.
+    out[index] = (os.getpid(), threading.current_thread().name)
 
 
 def one_process_data_parallel_step(model: nn.Module, inputs, targets, replicas: int, lr: float) -> dict:
