@@ -38,7 +38,7 @@ from course_lib.grading.pipeline_stage_checks import (
     run_student,
     traffic_problems,
 )
-from course_lib.grading.ring_checks import fail_with
+from course_lib.grading.rank_attempt import fail_with
 from course_lib.grading.student_function import as_student_function
 
 FIXED_PAIRS = ((4, 8), (1, 1), (1, 5), (2, 1), (3, 2), (8, 3), (5, 5), (2, 9), (6, 12), (8, 16), (7, 1))

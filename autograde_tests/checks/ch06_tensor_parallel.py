@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import random
 
-from course_lib.grading.ring_checks import fail_with
+from course_lib.grading.rank_attempt import fail_with
 from course_lib.grading.tensor_parallel_checks import students_of
 from course_lib.grading.tensor_parallel_runs import (
     LayerCase,
