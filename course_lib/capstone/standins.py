@@ -12,12 +12,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+# Imported here, in the parent, so that the 8 forked ranks inherit them instead of importing them 8 times.
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
 
 def tensor_parallel(group) -> dict:
     """ColumnParallelLinear / RowParallelLinear built from DTensor's ColwiseParallel / RowwiseParallel."""
-    from torch.distributed.device_mesh import DeviceMesh
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
     mesh = DeviceMesh.from_group(group, "cpu")
 
     def column(linear):
@@ -31,8 +33,6 @@ def tensor_parallel(group) -> dict:
 
 def pipeline(group) -> dict:
     """one_f_one_b and run_stage with run_stage's signature, played by torch.distributed.pipelining."""
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
-
     ranks = dist.get_process_group_ranks(group)
     stage_index, stages = ranks.index(dist.get_rank()), len(ranks)
 
