@@ -49,9 +49,10 @@ def check_build_stage_hidden(build_stage) -> None:
 
 
 def check_capstone_loss_hidden(capstone_groups, build_stage, capstone_step) -> None:
-    """5 steps, 4 micro-batches of one sequence per replica, data drawn from a seed chosen now."""
+    """3 steps, 4 micro-batches of one sequence per replica, data drawn from a seed chosen now (the 5-step
+    run is tests/chapters/test_ch08_capstone.py; 3 keep the test cell inside the grader's cell timeout)."""
     seed = int.from_bytes(os.urandom(2), "little")
     try:
-        check_capstone_loss(capstone_groups, build_stage, capstone_step, steps=5, microbatches=4, seed=seed)
+        check_capstone_loss(capstone_groups, build_stage, capstone_step, steps=3, microbatches=4, seed=seed)
     except AssertionError as error:
         raise AssertionError(f"(data seed {seed}) {error}") from None

@@ -35,6 +35,7 @@ def pipeline(group) -> dict:
     """one_f_one_b and run_stage with run_stage's signature, played by torch.distributed.pipelining."""
     ranks = dist.get_process_group_ranks(group)
     stage_index, stages = ranks.index(dist.get_rank()), len(ranks)
+    schedules = {}
 
     def one_f_one_b(stages, microbatches):
         return [[("F", m) for m in range(microbatches)] + [("B", m) for m in range(microbatches)]
@@ -42,9 +43,12 @@ def pipeline(group) -> dict:
 
     def run_stage(module, ops, input_shape, inputs=None, targets=None, loss_fn=None):
         microbatches = len({m for _, m in ops})
-        stage = PipelineStage(module, stage_index, stages, torch.device("cpu"), group=group)
-        # torch scales the gradients by 1/microbatches itself (scale_grads=True), as run_stage's loss does
-        schedule = Schedule1F1B(stage, microbatches, loss_fn=loss_fn, scale_grads=True)
+        key = (id(module), microbatches)
+        if key not in schedules:   # built once per module: building it exchanges shapes between stages
+            stage = PipelineStage(module, stage_index, stages, torch.device("cpu"), group=group)
+            # torch scales the gradients by 1/microbatches itself (scale_grads=True), as run_stage's loss does
+            schedules[key] = Schedule1F1B(stage, microbatches, loss_fn=loss_fn, scale_grads=True)
+        schedule = schedules[key]
         if stage_index == 0:
             schedule.step(torch.cat(inputs))
             return None

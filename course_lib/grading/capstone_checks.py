@@ -132,7 +132,7 @@ def check_build_stage(build_stage, layers: int = 2, seed: int = 0, tp: int = 2) 
     print(f"build_stage: {layers} blocks split over {tp} ranks, same output and gradients as unsharded")
 
 
-def check_capstone_loss(capstone_groups, build_stage, capstone_step, steps: int = 3, microbatches: int = 2,
+def check_capstone_loss(capstone_groups, build_stage, capstone_step, steps: int = 2, microbatches: int = 2,
                         seed: int = 0) -> dict:
     """8 ranks, DP 2 x TP 2 x PP 2 with PyTorch's stand-in pieces: the loss of single-process training."""
     students = [as_student_function(f, n) for f, n in ((capstone_groups, "capstone_groups"),
