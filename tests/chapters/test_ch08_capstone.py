@@ -1,6 +1,7 @@
 """Chapter 08's capstone: the loader's choices, and the 8-rank run equal to one process (slow)."""
 
 import pathlib
+from collections import Counter
 
 import pytest
 import torch
@@ -50,5 +51,6 @@ def test_capstone_loss_equals_single_process_training_for_5_steps_on_8_ranks(sou
     origins = run["ranks"][0]["origins"]
     assert all(("your own" in o) == (source == "solutions") for o in origins.values()), origins
     assert run["losses"] == pytest.approx(capstone.single_process_losses(5), abs=1e-5)
-    if source == "solutions":   # the student's pieces talk through the logged groups: all three dimensions
-        assert {e[0] for r in run["ranks"] for e in r["traffic"]} == {"tp", "dp", "pp"}
+    if source == "solutions":   # the notebook's claim: TP talks most often, then the pipeline, DP least
+        calls = Counter(e[0] for e in run["ranks"][0]["traffic"] if e[1] != "broadcast")
+        assert calls["tp"] > calls["pp"] > calls["dp"] == 5, calls   # one gradient all-reduce per step
