@@ -51,6 +51,11 @@ def check_build_stage_hidden(build_stage) -> None:
 def check_capstone_loss_hidden(capstone_groups, build_stage, capstone_step) -> None:
     """3 steps, 4 micro-batches of one sequence per replica, data drawn from a seed chosen now (the 5-step
     run is tests/chapters/test_ch08_capstone.py; 3 keep the test cell inside the grader's cell timeout)."""
+    if callable(capstone_step):
+        # In the student's kernel (plain functions) the visible check above has just run 8 ranks; a second
+        # run would push the test cell past the grader's 20 s cell limit on a loaded machine. The isolated
+        # judge, whose verdict caps this cell's score, receives sources instead and runs the check below.
+        return
     seed = int.from_bytes(os.urandom(2), "little")
     try:
         check_capstone_loss(capstone_groups, build_stage, capstone_step, steps=3, microbatches=4, seed=seed)
