@@ -31,6 +31,7 @@ TENSOR_PARALLEL = "06_tensor_parallel"
 TENSOR_PARALLEL_FIXTURES = REPO / "autograde_tests" / "fixtures" / "tensor_parallel"
 MESH = "08_nd_parallelism"
 MESH_FIXTURES = REPO / "autograde_tests" / "fixtures" / "mesh"
+CAPSTONE_FIXTURES = REPO / "autograde_tests" / "fixtures" / "capstone"
 ZERO = "07_zero_fsdp"
 ZERO_FIXTURES = REPO / "autograde_tests" / "fixtures" / "zero"
 # Wrong answers also sent through nbgrader: none, since each submission re-runs the whole lesson and every
@@ -76,6 +77,16 @@ def wrong_rings() -> dict[str, dict]:
     return wrong_answers(RING, RING_FIXTURES)
 
 
+def wrong_capstone() -> dict[str, dict]:
+    """Each fixture of fixtures/capstone/ over the solution's other cells (capstone_groups uses mesh_groups),
+    as students named capstone_<fixture>."""
+    source = nbformat.read(REPO / "solutions" / MESH / f"{MESH}.ipynb", as_version=4)
+    solution = fixtures.solution_sources(source)
+    expected = json.loads((CAPSTONE_FIXTURES / "expected_scores.json").read_text())
+    return {f"capstone_{name}": {**solution, **fixtures.load_py_fixture(CAPSTONE_FIXTURES / f"{name}.py")}
+            for name in expected["fixtures"]}
+
+
 GRADING_RUN_TIMEOUT_S = 1800  # the shared run of every chapter's classes outgrows pytest's 600 s default
 
 
@@ -101,7 +112,8 @@ def graded_class(tmp_path_factory) -> GradedClass:
                                              wrong_answers(PIPELINE, PIPELINE_FIXTURES))
     students[TENSOR_PARALLEL] = write_chapter_class(root, TENSOR_PARALLEL, "tp",
                                                     wrong_answers(TENSOR_PARALLEL, TENSOR_PARALLEL_FIXTURES))
-    students[MESH] = write_chapter_class(root, MESH, "mesh", wrong_answers(MESH, MESH_FIXTURES))
+    students[MESH] = write_chapter_class(root, MESH, "mesh",
+                                         {**wrong_answers(MESH, MESH_FIXTURES), **wrong_capstone()})
     log = io.StringIO()
     run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
                               registry="autograde_tests.probe_registry", stream=log,

@@ -17,6 +17,7 @@ CH07 = "autograde_tests.checks.ch07_zero:"
 CH07_OPTIMIZER = "autograde_tests.checks.ch07_optimizer:"
 CH07_FSDP = "autograde_tests.checks.ch07_fsdp:"
 CH02_PREDICT = "autograde_tests.checks.ch02_predict:"
+CH08_CAPSTONE = "autograde_tests.checks.ch08_capstone:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -75,6 +76,12 @@ CHECKS = {
         CH08 + "check_groups_inside_node_hidden", ("groups_inside_node",)),
     ("08_nd_parallelism", "test_mesh_bad_shapes"): IsolatedCheck(
         CH08 + "check_mesh_bad_shapes_hidden", ("mesh_coordinates", "mesh_groups", "groups_inside_node")),
+    ("08_nd_parallelism", "test_capstone_groups"): IsolatedCheck(
+        CH08_CAPSTONE + "check_capstone_groups_hidden", ("capstone_groups",)),
+    ("08_nd_parallelism", "test_build_stage"): IsolatedCheck(
+        CH08_CAPSTONE + "check_build_stage_hidden", ("build_stage",)),
+    ("08_nd_parallelism", "test_capstone_loss"): IsolatedCheck(
+        CH08_CAPSTONE + "check_capstone_loss_hidden", ("capstone_groups", "build_stage", "capstone_step")),
     ("03_data_parallel", "test_ddp_broadcast"): IsolatedCheck(CH03 + "check_ddp_broadcast_hidden", ("DDP",)),
     ("03_data_parallel", "test_ddp_gradients"): IsolatedCheck(CH03 + "check_ddp_gradients_hidden", ("DDP",)),
     ("03_data_parallel", "test_ddp_frozen_and_tied"): IsolatedCheck(

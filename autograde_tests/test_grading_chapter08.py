@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from autograde_tests.conftest import MESH, MESH_FIXTURES
+from autograde_tests.conftest import CAPSTONE_FIXTURES, MESH, MESH_FIXTURES
 
 pytestmark = pytest.mark.slow
 
@@ -31,3 +31,18 @@ def test_mesh_submission_earns_exactly_its_expected_points(graded_class, name):
 
 def test_full_marks_solution_needs_no_review(graded_class):
     assert not graded_class.results[(MESH, "mesh_solution")].needs_review
+
+
+def _capstone_expected() -> dict[str, dict[str, int]]:
+    table = json.loads((CAPSTONE_FIXTURES / "expected_scores.json").read_text())
+    unanswered = {cell: 0 for cell in table["max_points"]}
+    wrong = {f"capstone_{name}": points for name, points in table["fixtures"].items()}
+    return {"solution": table["solution"], "release": unanswered, **wrong}
+
+
+@pytest.mark.parametrize("name", sorted(_capstone_expected()))
+def test_capstone_submission_earns_exactly_its_expected_points(graded_class, name):
+    result = graded_class.results[(MESH, f"mesh_{name}")]
+    expected = _capstone_expected()[name]
+    got = {cell: result.cells.get(cell) for cell in expected}
+    assert got == expected, f"{name}: {result.notes}"

@@ -26,6 +26,7 @@ from .memory_plan import memory_per_device
 from .network import GroupLink
 from .pipeline import Schedule, bubble_fraction_formula, pipeline_schedule, simulate_pipeline
 from .presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
+from .published import PUBLISHED_RUNS, PublishedRun, ends_lighter, simulate_published
 from .report import StepReport
 from .ring import collective_timeline, parameter_server_timeline, ring_timeline, tree_timeline
 from .search import format_layouts, search_layouts
@@ -59,4 +60,5 @@ __all__ = [
     "simulated_gpus", "SimulatedGPU", "SimulatedNetwork", "StepConfig", "StepReport", "STRATEGIES",
     "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
     "zero_memory_per_device", "zero_traffic_per_device", "ALGORITHM_OPS", "GroupLink", "format_layouts",
+    "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published",
 ]

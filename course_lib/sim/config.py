@@ -38,6 +38,9 @@ class StepConfig:
     param_bytes: float = 2
     grad_bytes: float = 2
     optimizer_bytes: float = 12
+    # Layers of each virtual stage j (chunk c of stage s is j = c * pp + s); None splits them evenly.
+    # Llama 3 gives its first and last stage one layer fewer (see published.py).
+    stage_layers: tuple | None = None
 
     @property
     def degrees(self) -> dict:
@@ -65,6 +68,8 @@ class StepConfig:
 
     @property
     def layer_split(self) -> list:
+        if self.stage_layers is not None:
+            return list(self.stage_layers)
         return split_layers(self.model.layers, self.pp, self.virtual_stages)
 
     @property
@@ -137,8 +142,27 @@ def make_config(model, world_size: int, **options) -> StepConfig:
         name = getattr(model, "name", "this model")
         raise ValueError(f"{name} is too small to split with tensor or context parallelism in the "
                          "simulator: use tp=1 and cp=1, or a TransformerSpec")
+    _check_stage_layers(config)
     _ = config.layer_split  # raises when pp * virtual_stages exceeds the layer count
     # numpy integers (from a slider or np.arange) pass the checks; store plain ints from here on.
     whole_numbers = ("dp", "tp", "pp", "cp", "zero_stage", "microbatches", "virtual_stages")
     plain = {k: int(getattr(config, k)) for k in whole_numbers}
+    if config.stage_layers is not None:
+        plain["stage_layers"] = tuple(int(n) for n in config.stage_layers)
     return replace(config, global_batch=None if config.global_batch is None else int(batch), **plain)
+
+
+def _check_stage_layers(config) -> None:
+    """An explicit split names every virtual stage's layers (at least one each) and all the model's."""
+    split = config.stage_layers
+    if split is None:
+        return
+    pieces = config.pp * config.virtual_stages
+    if isinstance(split, (str, bytes)) or not hasattr(split, "__len__") or len(split) != pieces:
+        raise ValueError(f"stage_layers must list the layers of each of the pp x virtual_stages = {pieces} "
+                         f"pieces, got {split!r}")
+    for n in split:
+        whole("stage_layers entry", n)
+    if sum(split) != config.model.layers:
+        raise ValueError(f"stage_layers must add up to the model's {config.model.layers} layers, "
+                         f"got {sum(split)} from {tuple(split)!r}")

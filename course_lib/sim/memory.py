@@ -40,12 +40,30 @@ def zero_memory_per_device(num_params: float, dp_degree: int, stage: int, param_
                                      optimizer_bytes).values())
 
 
+def activation_terms(spec) -> tuple:
+    """(replicated, split, scores): one layer's stored bytes per s b h, and per a s^2 b for the scores.
+
+    Korthikanti et al. 2022, section 4.1, counted op by op for a GPT layer: 4 for the two LayerNorm
+    inputs, 2 + 2 for the inputs of the QKV and first MLP matrices, 1 + 1 for the two dropout masks
+    (replicated across TP ranks: 10); Q and K (4), V (2) and the output projection's input (2), the MLP's
+    8 + 8 (split by TP: 24); 5 a s^2 b for softmax output, dropout mask and output. The same count
+    generalised: K and V shrink with grouped-query attention, a gated (SwiGLU) MLP stores its gate, up
+    and product outputs (3 x 2 s b ffn), and without dropout the masks and the dropout output vanish
+    (Llama 3 trains without dropout). GPT's defaults give back 10, 24 and 5 exactly.
+    """
+    replicated = 8 + (2 if spec.dropout else 0)
+    mlp = (6 if spec.gated_mlp else 4) * spec.ffn / spec.hidden
+    split = 2 + 4 * spec.kv_dim / spec.hidden + 2 + mlp
+    return replicated, split, (5 if spec.dropout else 2)
+
+
 def activation_memory_per_layer(spec, micro_batch: int, tp: int = 1, sequence_parallel: bool = False,
                                 recompute: str = "none", cp: int = 1) -> float:
     """Bytes of one transformer layer's stored activations in 16-bit training (Korthikanti et al. 2022):
-    s b h (34 + 5 a s / h) without parallelism; s b h (10 + 24/t + 5as/(ht)) with tensor parallel;
+    for GPT s b h (34 + 5 a s / h) without parallelism; s b h (10 + 24/t + 5as/(ht)) with tensor parallel;
     s b h / t (34 + 5as/h) adding sequence parallel; selective recompute drops the 5as/h term; full
-    recompute keeps only the layer input, 2 s b h (/t with sequence parallel). ``cp`` divides s."""
+    recompute keeps only the layer input, 2 s b h (/t with sequence parallel). ``cp`` divides s.
+    Other architectures: activation_terms."""
     if not isinstance(recompute, str) or recompute not in RECOMPUTE:
         raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
     for name, value in (("micro_batch", micro_batch), ("tp", tp), ("cp", cp)):
@@ -60,10 +78,11 @@ def activation_memory_per_layer(spec, micro_batch: int, tp: int = 1, sequence_pa
     sbh = s * b * h
     if recompute == "full":
         return 2 * sbh / (t if sequence_parallel else 1)
-    scores = 0.0 if recompute == "selective" else 5 * a * s / h
+    replicated, split, score_terms = activation_terms(spec)
+    scores = 0.0 if recompute == "selective" else score_terms * a * s / h
     if sequence_parallel:
-        return sbh * (34 + scores) / t
-    return sbh * (10 + 24 / t + scores / t)
+        return sbh * (replicated + split + scores) / t
+    return sbh * (replicated + split / t + scores / t)
 
 
 @dataclass(frozen=True)

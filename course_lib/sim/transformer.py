@@ -29,6 +29,7 @@ class TransformerSpec:
     tied_embeddings: bool = True
     learned_positions: bool = True
     name: str = "transformer"
+    dropout: bool = True          # GPT trains with dropout (its masks are stored); Llama 3 does not
 
     def __post_init__(self):
         for field in ("layers", "hidden", "heads", "seq_len", "vocab_size"):
@@ -45,7 +46,7 @@ class TransformerSpec:
                                  f"({self.heads}): pick one of {divisors}")
         if self.ffn_hidden is not None:
             whole("TransformerSpec.ffn_hidden", self.ffn_hidden, hint=" (None for 4 x hidden)")
-        for field in ("gated_mlp", "bias", "tied_embeddings", "learned_positions"):
+        for field in ("gated_mlp", "bias", "tied_embeddings", "learned_positions", "dropout"):
             value = getattr(self, field)
             if not isinstance(value, bool):
                 raise ValueError(f"TransformerSpec.{field} must be True or False, got {value!r}")
@@ -155,7 +156,7 @@ class MLPSpec:
 # Herd of Models", Table 3 (8192-token sequences, 128K vocabulary, GQA with 8 KV heads, SwiGLU).
 GPT3_175B = TransformerSpec(96, 12288, 96, 2048, 50257, name="GPT-3 175B")
 _LLAMA = dict(seq_len=8192, vocab_size=128256, kv_heads=8, gated_mlp=True, bias=False,
-              tied_embeddings=False, learned_positions=False)
+              tied_embeddings=False, learned_positions=False, dropout=False)
 LLAMA3_8B = TransformerSpec(32, 4096, 32, ffn_hidden=14336, name="Llama-3 8B", **_LLAMA)
 LLAMA3_70B = TransformerSpec(80, 8192, 64, ffn_hidden=28672, name="Llama-3 70B", **_LLAMA)
 LLAMA3_405B = TransformerSpec(126, 16384, 128, ffn_hidden=53248, name="Llama-3 405B", **_LLAMA)

@@ -1,0 +1,99 @@
+"""Published production training runs with the settings their papers give, to hold the simulator's MFU to.
+
+Every setting is stated beside its source; where a paper leaves one open, the choice and its reason are named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .transformer import LLAMA3_405B, TransformerSpec
+
+# Megatron-LM's largest weak-scaling model (Narayanan et al. 2021, arXiv 2104.04473, Table 1): 128 layers,
+# hidden 25,600, 160 heads, 2,048-token sequences, 51,200-token vocabulary (section 5.1).
+MEGATRON_1T = TransformerSpec(128, 25600, 160, 2048, 51200, name="Megatron 1T")
+
+LLAMA_BATCH = 16 * 2**20 // 8192     # Llama 3: 16M tokens per step of 8,192-token sequences
+
+
+def ends_lighter(layers: int, pp: int, virtual_stages: int = 1, fewer: int = 1) -> tuple:
+    """Layers per virtual stage with ``fewer`` layers taken off the first and the last one.
+
+    Llama 3 (Dubey et al. 2024, arXiv 2407.21783, section 3.3.2, "balanced pipeline schedule"): the first
+    stage also holds the embedding and the last one the output layer and loss, so each gets a layer less.
+    """
+    pieces = pp * virtual_stages
+    base, extra = divmod(layers + 2 * fewer, pieces)
+    split = [base + (1 if j < extra else 0) for j in range(pieces)]
+    split[0] -= fewer
+    split[-1] -= fewer
+    if min(split) < 1:
+        raise ValueError(f"{layers} layers over {pieces} pieces leave no layer on an end stage; use fewer=0")
+    return tuple(split)
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One production run: the model, the cluster, the layout and what the paper measured."""
+
+    name: str
+    model: object
+    preset: str
+    gpus: int
+    layout: dict                 # simulate_training_step keyword arguments
+    published_mfu: float         # in the simulator's terms: model FLOPs (no recomputation) over peak
+    source: str
+    notes: list = field(default_factory=list)
+
+
+# Llama 3 405B (Dubey et al. 2024, Table 4): TP 8, CP 1, PP 16, 8,192-token sequences, 16M tokens a step;
+# 8,192 GPUs (DP 64): 430 TFLOP/s per GPU, 43% BF16 MFU; 16,384 GPUs (DP 128): 400 TFLOP/s, 41%.
+# Section 3.3.2: FSDP shards optimizer states and gradients and does not reshard the parameters after the
+# forward (the simulator's ZeRO stage 2); the first and last stages hold a layer less; an interleaved
+# schedule whose number of chunks V the paper does not give. The paper names no full recomputation; we take
+# selective (the attention core, which FlashAttention recomputes inside its backward anyway).
+_LLAMA_NOTES = ["FSDP sharding optimizer states and gradients, not parameters: zero_stage=2 (section 3.3.2)",
+                "first and last stage one layer lighter (section 3.3.2)",
+                "selective recomputation (the paper names no full recomputation)"]
+LLAMA3_8K = PublishedRun(
+    "Llama 3 405B on 8,192 H100", LLAMA3_405B, "h100", 8192,
+    dict(dp=64, tp=8, pp=16, cp=1, microbatches=32, global_batch=LLAMA_BATCH, zero_stage=2,
+         recompute="selective", schedule="1f1b", stage_layers=ends_lighter(126, 16)),
+    430e12 / 989e12, "Dubey et al. 2024, arXiv 2407.21783, Table 4: 430 TFLOP/s per GPU, 43% MFU",
+    _LLAMA_NOTES + ["1F1B: with 32 micro-batches any interleaving overflows 80 GB in the simulator, since "
+                    "it multiplies the first stage's activations by 1 + (p-1)/(p V) (Korthikanti et al. "
+                    "2022, section 4.2.3)"])
+LLAMA3_16K = PublishedRun(
+    "Llama 3 405B on 16,384 H100", LLAMA3_405B, "h100", 16384,
+    dict(dp=128, tp=8, pp=16, cp=1, microbatches=16, global_batch=LLAMA_BATCH, zero_stage=2,
+         recompute="selective", schedule="interleaved_1f1b", virtual_stages=2,
+         stage_layers=ends_lighter(126, 16, 2)),
+    400e12 / 989e12, "Dubey et al. 2024, arXiv 2407.21783, Table 4: 400 TFLOP/s per GPU, 41% MFU",
+    _LLAMA_NOTES + ["interleaved schedule, V=2 (the paper gives no V; 2 is the smallest)"])
+
+# Megatron 1T (Narayanan et al. 2021, Table 1): TP 8, PP 64, 3,072 A100 (DP 6), batch 3,072 sequences,
+# 163 TFLOP/s per GPU = 52% of the 312 TFLOP/s peak. Their FLOP count (section 5.1, eq. 3) includes the
+# full recomputation they used, 96 B s l h^2 (1 + s/6h + V/16lh); the simulator counts the model FLOPs
+# without it, so the published rate is converted: 163 TFLOP/s x model / counted FLOPs.
+_L, _H, _S, _V = 128, 25600, 2048, 51200
+_COUNTED = 96 * _S * _L * _H**2 * (1 + _S / (6 * _H) + _V / (16 * _L * _H))   # per sequence
+MEGATRON_1T_RUN = PublishedRun(
+    "Megatron-LM 1T on 3,072 A100", MEGATRON_1T, "a100", 3072,
+    dict(dp=6, tp=8, pp=64, cp=1, microbatches=512, global_batch=3072, zero_stage=0, recompute="full",
+         schedule="1f1b", sequence_parallel=False, overlap=False),
+    163e12 * MEGATRON_1T.training_flops(_S) / _COUNTED / 312e12,
+    "Narayanan et al. 2021, arXiv 2104.04473, Table 1: 163 TFLOP/s per GPU, 52% of peak with recomputation",
+    ["full recomputation, counted by the paper's FLOP formula and converted to model FLOPs (section 5.1)",
+     "no sequence parallelism (it came in 2022) and the gradient all-reduce after the backward",
+     "micro-batches of one sequence, 1F1B (PipeDream-Flush)"])
+
+PUBLISHED_RUNS = (LLAMA3_8K, LLAMA3_16K, MEGATRON_1T_RUN)
+
+
+def simulate_published(run: PublishedRun):
+    """simulate_training_step of ``run`` on its cluster (nodes of 8 GPUs), with its published settings."""
+    from .step import simulate_training_step
+    from .topology import make_cluster
+
+    cluster = make_cluster(run.gpus // 8, 8, preset=run.preset)
+    return simulate_training_step(run.model, cluster, **run.layout)
