@@ -1,6 +1,6 @@
 """Running a student's function where it cannot touch the judge: source extraction and forked calls.
 
-`solution_sources` pulls the definitions out of a submitted notebook's solution cells; `call_isolated`
+`solution_sources` pulls the definitions out of a submitted notebook's solution cells; `map_isolated`
 runs the function in a forked, sandboxed child and brings back only plain data (tensors, numbers,
 containers) through torch's weights-only loader, so a hostile result cannot run code in the judge.
 """
@@ -81,11 +81,6 @@ def _call_all(student: StudentFunction, calls) -> bytes:
     except BaseException as error:  # noqa: B036  (SystemExit included: it is the student's failure)
         text = "".join(traceback.format_exception_only(type(error), error)).strip()
         return encode({"ok": False, "error": text, "traceback": traceback.format_exc()[-4000:]})
-
-
-def call_isolated(candidate, *args, name: str | None = None, timeout: float = 60.0):
-    """Call the student's function once; see `map_isolated`."""
-    return map_isolated(candidate, [args], name=name, timeout=timeout)[0]
 
 
 def map_isolated(candidate, calls, name: str | None = None, timeout: float = 60.0) -> list:

@@ -13,7 +13,7 @@ import tokenize
 import torch.distributed as dist
 
 from course_lib.dist import RankFailure, RanksHungError, run_ranks
-from course_lib.grading.isolation import IsolatedCallError, call_isolated
+from course_lib.grading.isolation import IsolatedCallError, map_isolated
 from course_lib.grading.student_function import StudentFunction, as_student_function
 
 # Names that would hand the answer back to torch or the course (comments and strings are not searched).
@@ -198,7 +198,7 @@ def raises_value_error(candidate, name: str, args) -> str | None:
         if student.function is not None:
             returned = student.function(*args)
         else:
-            returned = call_isolated(student, *args, name=name, timeout=30)
+            [returned] = map_isolated(student, [args], name=name, timeout=30)
     except ValueError:
         return None
     except IsolatedCallError as error:
