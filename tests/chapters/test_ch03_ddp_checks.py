@@ -18,8 +18,9 @@ from course_lib.grading.ddp_checks import (
     unique_trainable_bytes,
     volume_problems,
 )
-from course_lib.grading.ddp_runs import MODELS, DDPCase, DDPRun, build_model, global_batches
+from course_lib.grading.ddp_runs import MODELS, DDPCase, DDPRun, build_model, global_batches, run_student
 from course_lib.grading.own_ring import own_ring_all_reduce
+from course_lib.grading.student_function import StudentFunction
 
 CASE = DDPCase("course MLP", 25.0, steps=2)
 
@@ -120,3 +121,23 @@ def test_without_a_chapter_02_notebook_torchs_all_reduce_stands_in(tmp_path):
 
     function, sentence = own_ring_all_reduce(tmp_path / "missing.ipynb")
     assert function is dist.all_reduce and "dist.all_reduce" in sentence
+
+
+DYING_DDP = '''
+import os
+
+import torch
+
+
+class DDP(torch.nn.Module):
+    def __init__(self, module, bucket_size_mb=25.0):
+        super().__init__()
+        os._exit(3)
+'''
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_is_reported_as_dead_not_as_raising():
+    run = run_student(StudentFunction("DDP", sources=[DYING_DDP]), 2, [CASE], 1, timeout=20)
+    assert run.error.startswith("a rank running DDP on 2 ranks died without a Python error")
+    assert "exited with code 3" in run.error
