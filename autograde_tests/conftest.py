@@ -1,7 +1,8 @@
 """One grading run shared by the slow grading tests: the hostile probe class, chapter 01's solution and
 unanswered release, chapter 02's solution, unanswered release and wrong rings, and the same for
-chapters 05, 06 and 08. Chapter 07's solution and release go through the pipeline in a run of their own
-(zero_graded_class); chapters 03 and 07 check their wrong fixtures directly (tests/chapters/).
+chapters 05, 06 and 08. Chapters 03 and 07 go through the pipeline in runs of their own
+(ddp_graded_class, zero_graded_class) with the wrong fixtures named in DDP_GRADED and ZERO_GRADED;
+tests/chapters/ checks their other fixtures directly against the hidden checks.
 
 All the classes sit in one throw-away course and go through `make grade`'s pipeline together, in one pool,
 so the idle time of deadlocked submissions overlaps with the work of the others.
@@ -37,6 +38,13 @@ ZERO_FIXTURES = REPO / "autograde_tests" / "fixtures" / "zero"
 # Wrong answers also sent through nbgrader: none, since each submission re-runs the whole lesson and every
 # hidden check twice; tests/chapters/test_ch07_zero_fixtures.py checks every fixture's points directly.
 ZERO_GRADED: tuple[str, ...] = ()
+DDP = "03_data_parallel"
+DDP_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ddp"
+# Wrong DDPs also sent through nbgrader (listed in expected_scores.json): the ones whose failure the
+# student must read in the graded notebook (values right, the timeline drawn wrong; every rank deadlocked
+# and stopped). Each submission re-runs the lesson and the hidden checks twice (about 90 s on 2 busy
+# cores), so tests/chapters/test_ch03_ddp_fixtures.py checks the others' points directly.
+DDP_GRADED = tuple(json.loads((DDP_FIXTURES / "expected_scores.json").read_text())["graded_through_nbgrader"])
 
 
 @dataclass
@@ -72,6 +80,11 @@ def wrong_answers(chapter: str, folder: Path) -> dict[str, dict]:
     return wrong
 
 
+def wrong_ddps(names=DDP_GRADED) -> dict[str, dict]:
+    """The named wrong DDPs of fixtures/ddp/: each file is the whole source of the exercise cell 'ddp'."""
+    return {name: {"ddp": (DDP_FIXTURES / f"{name}.py").read_text()} for name in names}
+
+
 def wrong_rings() -> dict[str, dict]:
     """Every wrong ring in fixtures/ring/, as the solution cells it answers."""
     return wrong_answers(RING, RING_FIXTURES)
@@ -91,9 +104,10 @@ GRADING_RUN_TIMEOUT_S = 1800  # the shared run of every chapter's classes outgro
 
 
 def pytest_collection_modifyitems(items):
-    """Whichever test first asks for the shared grading run pays for it: give those tests its time."""
+    """Whichever test first asks for the shared grading run (or chapter 03's, up to 10 minutes on a busy
+    machine) pays for it: give those tests its time."""
     for item in items:
-        if "graded_class" in getattr(item, "fixturenames", ()):
+        if {"graded_class", "ddp_graded_class"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.timeout(GRADING_RUN_TIMEOUT_S))
 def wrong_zero(names=ZERO_GRADED) -> dict[str, dict]:
     """The named fixtures of fixtures/zero/: each one's wrong cells over the solution's other cells."""
@@ -123,15 +137,27 @@ def graded_class(tmp_path_factory) -> GradedClass:
     return GradedClass(root, students, results, log.getvalue())
 
 
+def chapter_run(tmp_path_factory, chapter: str, prefix: str, wrong: dict, judge_timeout: int) -> GradedClass:
+    """One chapter's solution, unanswered release and ``wrong`` answers graded in a run of their own."""
+    root = probe_course.build(tmp_path_factory.mktemp(f"{prefix}-course"))
+    students = {chapter: write_chapter_class(root, chapter, prefix, wrong)}
+    log = io.StringIO()
+    run = pipeline.GradingRun(course_root=root, jobs=2, cell_timeout=120, judge_timeout=judge_timeout,
+                              registry="autograde_tests.probe_registry", stream=log,
+                              policy=SandboxPolicy(memory_bytes=3 * GiB), check_reference=False)
+    results = {(r.assignment, r.student): r for r in pipeline.grade(run, [chapter])}
+    return GradedClass(root, students, results, log.getvalue())
+
+
 @pytest.fixture(scope="session")
 def zero_graded_class(tmp_path_factory) -> GradedClass:
     """Chapter 07 in a run of its own: each submission re-runs a long lesson and ten hidden checks twice,
     which would push the shared run past its timeout on the 2-core machine."""
-    root = probe_course.build(tmp_path_factory.mktemp("zero-course"))
-    students = {ZERO: write_chapter_class(root, ZERO, "zero", wrong_zero())}
-    log = io.StringIO()
-    run = pipeline.GradingRun(course_root=root, jobs=2, cell_timeout=120, judge_timeout=400,
-                              registry="autograde_tests.probe_registry", stream=log,
-                              policy=SandboxPolicy(memory_bytes=3 * GiB), check_reference=False)
-    results = {(r.assignment, r.student): r for r in pipeline.grade(run, [ZERO])}
-    return GradedClass(root, students, results, log.getvalue())
+    return chapter_run(tmp_path_factory, ZERO, "zero", wrong_zero(), judge_timeout=400)
+
+
+@pytest.fixture(scope="session")
+def ddp_graded_class(tmp_path_factory) -> GradedClass:
+    """Chapter 03 in a run of its own: its lesson times real ranks, so its cells need more than the shared
+    run's 20 s on a busy machine."""
+    return chapter_run(tmp_path_factory, DDP, "ddp", wrong_ddps(), judge_timeout=300)

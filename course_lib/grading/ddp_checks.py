@@ -120,12 +120,42 @@ def overlap_problems(run: DDPRun) -> list[str]:
                                     "communication recorded at all in this step")
                 elif sent[0][2] >= backward_end:
                     late = (sent[0][2] - backward_end) * 1e3
+                    # the first late step is drawn; the others would only repeat the picture
+                    drawing = "" if problems else (
+                        "; your recorded step:\n" + step_timeline_text(outcome, step))
                     problems.append(f"{case.describe(run.world_size)}, rank {rank}, step {step}: the "
                                     f"first {sent[0][0]} started {late:.2f} ms after loss.backward() "
                                     "returned; launch each bucket's all-reduce from a gradient hook, during "
-                                    "the backward")
+                                    f"the backward{drawing}")
                     break
     return problems
+
+
+TIMELINE_WIDTH = 48   # characters of the bar drawn for one step
+TIMELINE_ROWS = 12    # communication calls shown (a DDP with one bucket per parameter makes dozens)
+
+
+def step_timeline_text(outcome: dict, step: int) -> str:
+    """One rank's training step as text: forward, backward and each communication call, in ms from the
+    step's start, with a bar per row, so a student sees where their traffic fell against the backward."""
+    start, _, events = _steps(outcome)[step]
+    forward, backward = ([span for span in outcome["spans"] if span[0] == label][step]
+                         for label in ("forward", "backward"))
+    sent = [e for e in events if e[0] in COMMUNICATION]
+    rows = [(label, s, e, "") for label, s, e in (forward, backward)]
+    rows += [(op, s, e, f"{nbytes} bytes") for op, nbytes, s, e in sent[:TIMELINE_ROWS]]
+    stop = max(end for _, _, end, _ in rows)
+    scale = TIMELINE_WIDTH / max(stop - start, 1e-9)
+    lines = []
+    for label, begin, end, note in rows:
+        left = min(int((begin - start) * scale), TIMELINE_WIDTH - 1)
+        width = max(1, min(int((end - start) * scale), TIMELINE_WIDTH) - left)
+        bar = (" " * left + "#" * width).ljust(TIMELINE_WIDTH)
+        lines.append(f"    {label:<12} {(begin - start) * 1e3:8.2f} - {(end - start) * 1e3:8.2f} ms |{bar}| "
+                     f"{note}".rstrip())
+    if len(sent) > TIMELINE_ROWS:
+        lines.append(f"    ... and {len(sent) - TIMELINE_ROWS} more communication calls")
+    return "\n".join(lines)
 
 
 def unique_trainable_bytes(model: nn.Module) -> int:

@@ -189,10 +189,19 @@ def run_student(student, world_size: int, cases, seed: int, timeout: float, kind
         run.error = (f"DDP did not finish on {world_size} ranks within {timeout:g} s (a rank waits for "
                      f"something that never comes), so the test stopped it.\n{error}")
     except RankFailure as error:
-        lead = ("DDP is not written yet (it raises NotImplementedError)"
-                if error.exc_type == NotImplementedError.__name__ else f"DDP raised on {world_size} ranks: "
-                f"{error.summary}")
-        run.error = f"{lead}\n--- rank {error.rank} ---\n{error.remote_traceback.strip()[-2500:]}"
+        run.error = f"{_failure_lead(error, world_size)}\n--- rank {error.rank} ---\n" \
+                    f"{error.remote_traceback.strip()[-2500:]}"
     except Exception as error:  # noqa: BLE001 - the judge must report, whatever went wrong
         run.error = f"running DDP on {world_size} ranks failed: {traceback.format_exception_only(error)[-1]}"
     return run
+
+
+def _failure_lead(error: RankFailure, world_size: int) -> str:
+    if error.exc_type == NotImplementedError.__name__:
+        return "DDP is not written yet (it raises NotImplementedError)"
+    if error.exc_type is None:   # no exception: the rank process itself ended (a signal, os._exit)
+        return f"a rank running DDP on {world_size} ranks died without a Python error: {error.summary}"
+    if error.exc_type == MemoryError.__name__:
+        return (f"DDP ran out of memory on {world_size} ranks (the grader limits each process's memory; "
+                f"does something grow every step?): {error.summary}")
+    return f"DDP raised on {world_size} ranks: {error.summary}"

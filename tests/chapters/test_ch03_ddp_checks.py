@@ -14,11 +14,13 @@ from course_lib.grading.ddp_checks import (
     overlap_problems,
     silence_problems,
     single_process,
+    step_timeline_text,
     unique_trainable_bytes,
     volume_problems,
 )
-from course_lib.grading.ddp_runs import MODELS, DDPCase, DDPRun, build_model, global_batches
+from course_lib.grading.ddp_runs import MODELS, DDPCase, DDPRun, build_model, global_batches, run_student
 from course_lib.grading.own_ring import own_ring_all_reduce
+from course_lib.grading.student_function import StudentFunction
 
 CASE = DDPCase("course MLP", 25.0, steps=2)
 
@@ -38,6 +40,24 @@ def test_an_all_reduce_during_the_backward_overlaps_and_one_after_it_does_not():
     assert len(problems) == 2 and "500.00 ms after loss.backward() returned" in problems[0]
     silent = overlap_problems(DDPRun(2, [CASE], 1, [[step_outcome([])] * 2]))
     assert "no communication recorded" in silent[0]
+
+
+def test_a_late_all_reduce_is_drawn_against_the_backward_in_the_failure():
+    after = [("all_reduce", 8, 2.5, 3.0), ("all_reduce", 8, 12.5, 13.0)]
+    problems = overlap_problems(DDPRun(2, [CASE], 1, [[step_outcome(after)] * 2]))
+    assert "your recorded step:" in problems[0] and "your recorded step:" not in problems[1]
+    forward, backward, reduce = problems[0].split("your recorded step:\n")[1].splitlines()
+    assert "0.00 -  1000.00 ms" in forward and "1000.00 -  2000.00 ms" in backward
+    assert "2500.00 -  3000.00 ms" in reduce and reduce.endswith("8 bytes")
+    bars = [line.split("|")[1] for line in (forward, backward, reduce)]
+    # 3 s drawn in 48 characters: the backward's bar ends where the all-reduce's (later) bar has not begun
+    assert bars[1].rstrip().count("#") == 16 and bars[2].index("#") >= len(bars[1].rstrip())
+
+
+def test_a_long_step_lists_only_the_first_communication_calls():
+    many = [("all_reduce", 4, 2.0 + i / 100, 2.0 + i / 100) for i in range(30)]
+    text = step_timeline_text(step_outcome(many), 0)
+    assert len(text.splitlines()) == 2 + 12 + 1 and "18 more communication calls" in text
 
 
 def test_the_all_reduced_volume_must_be_the_trainable_bytes_once():
@@ -101,3 +121,23 @@ def test_without_a_chapter_02_notebook_torchs_all_reduce_stands_in(tmp_path):
 
     function, sentence = own_ring_all_reduce(tmp_path / "missing.ipynb")
     assert function is dist.all_reduce and "dist.all_reduce" in sentence
+
+
+DYING_DDP = '''
+import os
+
+import torch
+
+
+class DDP(torch.nn.Module):
+    def __init__(self, module, bucket_size_mb=25.0):
+        super().__init__()
+        os._exit(3)
+'''
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_is_reported_as_dead_not_as_raising():
+    run = run_student(StudentFunction("DDP", sources=[DYING_DDP]), 2, [CASE], 1, timeout=20)
+    assert run.error.startswith("a rank running DDP on 2 ranks died without a Python error")
+    assert "exited with code 3" in run.error
