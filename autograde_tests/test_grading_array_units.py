@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -93,21 +94,28 @@ def test_site_settings_come_from_site_sh_and_the_environment_wins(tmp_path):
         slurm_jobs.site_settings(tmp_path, {"PATH": os.environ["PATH"], "COURSE_GRADE_TASKS": "many"})
 
 
-def _gradebook(path: Path, student: str | None = None, scores=(), flagged=()) -> str:
-    url = f"sqlite:///{path}"
-    with Gradebook(url) as gb:
+def _gradebooks(*paths: Path) -> list[str]:
+    """The same one-notebook assignment `hw` (cells c1, c2: 2 points each) in a gradebook at each path;
+    made once and copied, since a new gradebook costs an alembic run."""
+    first = f"sqlite:///{paths[0]}"
+    with Gradebook(first) as gb:
         gb.add_assignment("hw")
         gb.add_notebook("hw", "hw")
         for cell in ("c1", "c2"):
             gb.add_grade_cell(cell, "hw", "hw", max_score=2, cell_type="code")
-        if student:
-            gb.add_student(student)
-            submission = gb.add_submission("hw", student)
-            for grade, score in zip(submission.notebooks[0].grades, scores, strict=True):
-                grade.auto_score = score
-                grade.needs_manual_grade = grade.cell.name in flagged
-            gb.db.commit()
-    return url
+    for path in paths[1:]:
+        shutil.copyfile(paths[0], path)
+    return [f"sqlite:///{path}" for path in paths]
+
+
+def _submit(url: str, student: str, scores: tuple, flagged=()) -> None:
+    with Gradebook(url) as gb:
+        gb.add_student(student)
+        submission = gb.add_submission("hw", student)
+        for grade, score in zip(submission.notebooks[0].grades, scores, strict=True):
+            grade.auto_score = score
+            grade.needs_manual_grade = grade.cell.name in flagged
+        gb.db.commit()
 
 
 def test_merge_task_copies_scores_flags_and_notebooks_and_keeps_a_hand_score(tmp_path):
@@ -116,9 +124,10 @@ def test_merge_task_copies_scores_flags_and_notebooks_and_keeps_a_hand_score(tmp
     task = work / "task-0"
     (task / "grading" / "autograded" / "ann" / "hw").mkdir(parents=True)
     (task / "grading" / "autograded" / "ann" / "hw" / "hw.ipynb").write_text("{}")
-    _gradebook(task / "grading" / "gradebook.db", "ann", scores=(2.0, 0.0), flagged={"c2"})
     (course / "grading").mkdir(parents=True)
-    class_db = _gradebook(course / "grading" / "gradebook.db", "ann", scores=(2.0, 1.0))
+    task_db, class_db = _gradebooks(task / "grading" / "gradebook.db", course / "grading" / "gradebook.db")
+    _submit(task_db, "ann", scores=(2.0, 0.0), flagged={"c2"})
+    _submit(class_db, "ann", scores=(2.0, 1.0))
     with Gradebook(class_db) as gb:  # the instructor's hand score on c1, whose automatic score stays 2
         gb.find_grade("c1", "hw", "hw", "ann").manual_score = 1.5
         gb.db.commit()

@@ -1,0 +1,135 @@
+"""`make grade SLURM=1` on the local Slurm: a 30-student demo class graded as a job array gets exactly
+the grades of `make grade` on one machine, a task cancelled half-way leaves the class gradebook intact
+(its students reported ungraded), and the re-run completes the class even though one task's process is
+killed half-way (sacct/scontrol see it FAILED, it is re-submitted once).
+
+The class is the probe assignment (autograde_tests/probe_course.py): the cheapest assignment to grade,
+so the test measures the array, not a chapter's lesson.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autograde_tests import probe_course
+from course_lib.grading import demo, gradebook_merge, pipeline, slurm_grading, slurm_jobs
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+STUDENTS, TASKS = 30, 4
+
+
+def grades(course: Path) -> dict[str, tuple]:
+    rows = gradebook_merge.export_rows(f"sqlite:///{course / 'grading' / 'gradebook.db'}", ["probe"])
+    return {row["student_id"]: (row["score"], row["max_score"], row["needs_manual_grade"]) for row in rows}
+
+
+def autograded(course: Path) -> list[str]:
+    return sorted(p.parent.name for p in (course / "grading" / "autograded").glob("*/probe"))
+
+
+def grading_run(course: Path, stream) -> pipeline.GradingRun:
+    return pipeline.GradingRun(course_root=course, registry="autograde_tests.probe_registry", jobs=2,
+                               feedback=False, stream=stream)
+
+
+@pytest.fixture(scope="module")
+def classes(tmp_path_factory):
+    """The probe course and two copies of the same 30-student demo class; one graded without Slurm."""
+    base = tmp_path_factory.mktemp("array-grading")
+    base.chmod(0o755)
+    course = probe_course.build(base / "course")
+    plain, array = base / "plain", base / "array"
+    assert demo.write_class(course, plain, "probe", STUDENTS) == demo.write_class(course, array, "probe",
+                                                                                   STUDENTS)
+    pipeline.grade(grading_run(plain, io.StringIO()), ["probe"])
+    return plain, array
+
+
+def _task_started(work_root: Path, index: int) -> Path | None:
+    """The work folder of the running array once task `index` has graded a student but is not done."""
+    for work in work_root.glob("run-*"):
+        task = work / f"task-{index}"
+        if any((task / "grading" / "autograded").glob("*/probe")) and not (task / "done.json").exists():
+            return work
+    return None
+
+
+def _when_task_half_done(work_root: Path, index: int, act, timeout: float = 300) -> threading.Thread:
+    def watch():
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            work = _task_started(work_root, index)
+            if work is not None:
+                act(work)
+                return
+            time.sleep(0.2)
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def _cancel_task(local_slurm, index: int):
+    def act(_work):
+        queue = local_slurm.run("squeue", "-h", "-n", "course-grade", "-o", "%i").stdout.split()
+        ids = [job for job in queue if job.endswith(f"_{index}")]
+        assert ids, f"task {index} not in the queue: {queue}"
+        local_slurm.run("scancel", ids[0])
+    return act
+
+
+def _kill_task_process(index: int):
+    """SIGKILL the grading process of task `index` (its python running `cli grade-task WORK index`)."""
+    def act(work):
+        for entry in Path("/proc").iterdir():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"grade-task" in argv and str(work).encode() in argv and str(index).encode() in argv:
+                os.kill(int(entry.name), signal.SIGKILL)
+    return act
+
+
+def test_array_grades_like_make_grade_and_survives_a_cancelled_and_a_killed_task(classes, local_slurm,
+                                                                                  monkeypatch):
+    plain, array = classes
+    monkeypatch.setenv("SLURM_CONF", local_slurm.env["SLURM_CONF"])
+    options = slurm_jobs.ArrayOptions(tasks=TASKS, poll_seconds=0.5, max_wait_s=600)
+    shares = slurm_jobs.split(sorted(grades(plain)), TASKS)
+    work_root = array / "grading" / "slurm"
+
+    first = io.StringIO()
+    watcher = _when_task_half_done(work_root, 0, _cancel_task(local_slurm, 0))
+    with pytest.raises(SystemExit, match=f"{len(shares[0])} students not graded") as refused:
+        slurm_grading.grade_on_slurm(grading_run(array, first), options, ["probe"])
+    watcher.join()
+    assert "task 0" in first.getvalue() and "CANCELLED" in first.getvalue(), first.getvalue()
+    assert "grade again to finish the class" in str(refused.value)
+    partial = grades(array)  # the gradebook opens, holds the other tasks' students, none of task 0's
+    assert set(partial) == set(sum(shares[1:], [])) and not set(partial) & set(shares[0])
+    assert partial == {student: row for student, row in grades(plain).items() if student in partial}
+
+    second = io.StringIO()
+    watcher = _when_task_half_done(work_root, 2, _kill_task_process(2))
+    results = slurm_grading.grade_on_slurm(grading_run(array, second), options, ["probe"])
+    watcher.join()
+    log = second.getvalue()
+    assert "task 2" in log and "re-submitting it once" in log, log
+    assert len(results) == STUDENTS
+    assert grades(array) == grades(plain)
+    assert (array / "grading" / "grades.csv").exists() and not list(work_root.glob("run-*"))
+    assert autograded(array) == autograded(plain) and len(autograded(plain)) > STUDENTS // 2
+
+
+def test_grade_array_script_refuses_to_run_without_the_checkout(tmp_path):
+    result = subprocess.run(["bash", str(slurm_grading.SCRIPT), str(tmp_path)], capture_output=True,
+                            text=True, timeout=30, env={"PATH": os.environ["PATH"]})
+    assert result.returncode != 0 and "COURSE_DIR must name the course checkout" in result.stderr
