@@ -24,6 +24,8 @@ from course_lib.grading import demo, gradebook_merge, pipeline, slurm_grading, s
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 STUDENTS, TASKS = 30, 4
+# Three gradings of the class (one without Slurm, two arrays) outgrow pytest's 600 s on a busy machine.
+TIMEOUT_S = 1800
 
 
 def grades(course: Path) -> dict[str, tuple]:
@@ -98,6 +100,7 @@ def _kill_task_process(index: int):
     return act
 
 
+@pytest.mark.timeout(TIMEOUT_S)
 def test_array_grades_like_make_grade_and_survives_a_cancelled_and_a_killed_task(classes, local_slurm,
                                                                                   monkeypatch):
     plain, array = classes
