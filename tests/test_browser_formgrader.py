@@ -2,7 +2,7 @@
 assignment and the one submission flagged for review, a hand score given there is saved, and the
 next `make grade` keeps it (the rule docs/instructors.md states, section 5).
 
-The class is the probe assignment's (autograde_tests/probe_course.py): full marks, partial, and a
+The class is the probe assignment's (autograde_tests/probe_course.py): a full-marks submission and a
 full-marks submission that came with an extra notebook, which flags it for review.
 """
 
@@ -28,7 +28,7 @@ HAND_SCORE = 1.5  # of test_scale's 2 points, which the flagged submission earne
 def graded_class(root: Path) -> pipeline.GradingRun:
     course = probe_course.build(root / "course")
     class_root = root / "class"
-    demo.write_class(course, class_root, "probe", 2)
+    demo.write_class(course, class_root, "probe", 1)  # full_marks only: the cheapest class with a flag
     flagged = class_root / "grading" / "submitted" / "flagged" / "probe"
     shutil.copytree(class_root / "grading" / "submitted" / "full_marks" / "probe", flagged)
     nbformat.write(nbformat.v4.new_notebook(), flagged / "scratch.ipynb")
