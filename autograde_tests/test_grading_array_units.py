@@ -94,6 +94,13 @@ def test_site_settings_come_from_site_sh_and_the_environment_wins(tmp_path):
         slurm_jobs.site_settings(tmp_path, {"PATH": os.environ["PATH"], "COURSE_GRADE_TASKS": "many"})
 
 
+def test_grading_on_slurm_without_sbatch_says_where_to_run_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SystemExit, match="sbatch is not on PATH"):
+        slurm_grading.grade_on_slurm(pipeline.GradingRun(course_root=tmp_path), slurm_jobs.ArrayOptions())
+    assert not (tmp_path / "grading").exists()
+
+
 def _gradebooks(*paths: Path) -> list[str]:
     """The same one-notebook assignment `hw` (cells c1, c2: 2 points each) in a gradebook at each path;
     made once and copied, since a new gradebook costs an alembic run."""

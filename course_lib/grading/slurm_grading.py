@@ -126,6 +126,9 @@ def _run_array(run: pipeline.GradingRun, options: slurm_jobs.ArrayOptions, work:
 def grade_on_slurm(run: pipeline.GradingRun, options: slurm_jobs.ArrayOptions,
                    assignments: list[str] | None = None) -> list[report.StudentResult]:
     """Grade the class as a job array; returns the merged results (raises if a task failed twice)."""
+    if shutil.which("sbatch") is None:
+        raise SystemExit("--slurm (make grade SLURM=1) submits a Slurm job array, but sbatch is not on PATH: "
+                         "run it on a node that can submit jobs (a login node), or grade without --slurm")
     class_files.put_venv_on_path()
     run.grading_dir.mkdir(parents=True, exist_ok=True)
     run.grading_dir.chmod(0o700)
