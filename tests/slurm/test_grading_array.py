@@ -1,6 +1,5 @@
 """`make grade SLURM=1` on the local Slurm: a 30-student demo class graded as a job array gets exactly
-the grades of `make grade` on one machine. (The helpers below to cancel a task or kill its process
-half-way are for the interruption test still to be written; see the session report.)
+the grades of `make grade` on one machine.
 
 The class is the probe assignment (autograde_tests/probe_course.py): the cheapest assignment to grade,
 so the test measures the array, not a chapter's lesson.
@@ -10,10 +9,7 @@ from __future__ import annotations
 
 import io
 import os
-import signal
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -52,51 +48,6 @@ def classes(tmp_path_factory):
                                                                                    STUDENTS)
     pipeline.grade(grading_run(plain, io.StringIO()), ["probe"])
     return plain, array
-
-
-def _task_started(work_root: Path, index: int) -> Path | None:
-    """The work folder of the running array once task `index` has graded a student but is not done."""
-    for work in work_root.glob("run-*"):
-        task = work / f"task-{index}"
-        if any((task / "grading" / "autograded").glob("*/probe")) and not (task / "done.json").exists():
-            return work
-    return None
-
-
-def _when_task_half_done(work_root: Path, index: int, act, timeout: float = 300) -> threading.Thread:
-    def watch():
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            work = _task_started(work_root, index)
-            if work is not None:
-                act(work)
-                return
-            time.sleep(0.2)
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
-
-
-def _cancel_task(local_slurm, index: int):
-    def act(_work):
-        queue = local_slurm.run("squeue", "-h", "-n", "course-grade", "-o", "%i").stdout.split()
-        ids = [job for job in queue if job.endswith(f"_{index}")]
-        assert ids, f"task {index} not in the queue: {queue}"
-        local_slurm.run("scancel", ids[0])
-    return act
-
-
-def _kill_task_process(index: int):
-    """SIGKILL the grading process of task `index` (its python running `cli grade-task WORK index`)."""
-    def act(work):
-        for entry in Path("/proc").iterdir():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"grade-task" in argv and str(work).encode() in argv and str(index).encode() in argv:
-                os.kill(int(entry.name), signal.SIGKILL)
-    return act
 
 
 @pytest.mark.timeout(TIMEOUT_S)
