@@ -19,7 +19,7 @@ from course_lib.grading import demo, gradebook_merge, pipeline, slurm_grading, s
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 STUDENTS, TASKS = 30, 4
-# Three gradings of the class (one without Slurm, two arrays) outgrow pytest's 600 s on a busy machine.
+# Two gradings of the class (one without Slurm, one array) outgrow pytest's 600 s on a busy machine.
 TIMEOUT_S = 1800
 
 
