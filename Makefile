@@ -32,6 +32,16 @@ JOBS ?=
 ZIP_PATTERN ?=
 CELL_TIMEOUT ?=
 FIRST_UID ?=
+# Grading on a Slurm cluster as a job array: `make grade SLURM=1 TASKS=16 PARTITION=cpu ACCOUNT=course`;
+# MINUTES_PER_SUBMISSION sets each task's time limit (docs/grading.md). Site defaults: slurm/site.sh.
+SLURM ?=
+TASKS ?=
+PARTITION ?=
+ACCOUNT ?=
+MINUTES_PER_SUBMISSION ?=
+GRADE_SLURM_ARGS = $(if $(SLURM),--slurm,) $(if $(TASKS),--tasks $(TASKS),) \
+	$(if $(PARTITION),--partition $(PARTITION),) $(if $(ACCOUNT),--account $(ACCOUNT),) \
+	$(if $(MINUTES_PER_SUBMISSION),--minutes-per-submission $(MINUTES_PER_SUBMISSION),)
 
 .PHONY: setup lab test test-fast lint release grade grade-demo student-kit bench slurm-up slurm-down clean help
 
@@ -79,10 +89,11 @@ release: setup
 grade: setup
 	$(BIN)/python -m course_lib.grading.cli grade $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),) $(if $(ZIPS),--zips $(ZIPS),) \
 		$(if $(ZIP_PATTERN),--zip-pattern '$(ZIP_PATTERN)',) $(if $(JOBS),--jobs $(JOBS),) \
-		$(if $(CELL_TIMEOUT),--cell-timeout $(CELL_TIMEOUT),) $(if $(FIRST_UID),--first-uid $(FIRST_UID),)
+		$(if $(CELL_TIMEOUT),--cell-timeout $(CELL_TIMEOUT),) $(if $(FIRST_UID),--first-uid $(FIRST_UID),) \
+		$(GRADE_SLURM_ARGS)
 
 grade-demo: setup
-	$(BIN)/python -m course_lib.grading.cli demo $(if $(JOBS),--jobs $(JOBS),)
+	$(BIN)/python -m course_lib.grading.cli demo $(if $(JOBS),--jobs $(JOBS),) $(GRADE_SLURM_ARGS)
 
 student-kit: setup
 	$(BIN)/python tools/student_kit.py $(if $(GIT),--git,)

@@ -30,3 +30,12 @@
 # export NCCL_SOCKET_IFNAME=ib0
 # export GLOO_SOCKET_IFNAME=ib0
 # export NCCL_IB_HCA=mlx5
+
+# Grading a class as a job array (make grade SLURM=1, docs/instructors.md "Grading on a cluster"):
+# where the tasks run, who pays, how many there are and how long one submission may take. Make
+# variables and CLI flags (TASKS=, PARTITION=, ACCOUNT=, MINUTES_PER_SUBMISSION=) win over these.
+# COURSE_GRADE_PARTITION=cpu
+# COURSE_GRADE_ACCOUNT=course-staff
+# COURSE_GRADE_TASKS=16
+# COURSE_GRADE_MINUTES_PER_SUBMISSION=2
+# COURSE_GRADE_CPUS_PER_TASK=2

@@ -1,7 +1,8 @@
 """Command line of the grading backend: ``grade`` (the class's submissions) and ``demo``.
 
-    python -m course_lib.grading.cli grade [--assignment A] [--zips DIR] [--jobs N]
-    python -m course_lib.grading.cli demo [--assignment A] [--students N] [--into DIR]
+    python -m course_lib.grading.cli grade [--assignment A] [--zips DIR] [--jobs N] [--slurm [--tasks T]]
+    python -m course_lib.grading.cli demo [--assignment A] [--students N] [--into DIR] [--slurm]
+    python -m course_lib.grading.cli grade-task WORK INDEX   (one task of a --slurm job array)
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from traitlets.config.loader import PyFileConfigLoader
 
-from course_lib.grading import demo, pipeline, submissions
+from course_lib.grading import demo, pipeline, slurm_grading, slurm_jobs, submissions
 from course_lib.grading.sandbox import SandboxPolicy, running_as_root
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,8 +55,40 @@ def _parser() -> argparse.ArgumentParser:
                              help="seconds per cell (default: nbgrader_config.py)")
         command.add_argument("--first-uid", type=int, default=SandboxPolicy.uid,
                              help="as root: student code runs as uids from this one up, one per submission "
-                                  "(default: %(default)s); give grading runs sharing a machine their own")
+                                  "(default: %(default)s; moved up past uids another grading run holds)")
+        _slurm_options(command)
+    task = commands.add_parser("grade-task", help="one task of a --slurm job array (run by Slurm)")
+    task.add_argument("work", type=Path)
+    task.add_argument("index", type=int)
+    task.add_argument("--jobs", type=int, default=1)
     return parser
+
+
+def _slurm_options(command: argparse.ArgumentParser) -> None:
+    group = command.add_argument_group("grading as a Slurm job array",
+                                       "defaults: COURSE_GRADE_* in the environment or slurm/site.sh")
+    group.add_argument("--slurm", action="store_true", help="grade as a job array on the Slurm cluster")
+    group.add_argument("--tasks", type=int, help="array tasks the class is shared among (default 4)")
+    group.add_argument("--partition", help="Slurm partition (default: the cluster's or SBATCH_PARTITION)")
+    group.add_argument("--account", help="Slurm account to charge (default: yours or SBATCH_ACCOUNT)")
+    group.add_argument("--minutes-per-submission", type=float,
+                       help="sets each task's --time: this times its submissions, plus 5 (default 5)")
+    group.add_argument("--cpus-per-task", type=int, help="cores per task = students it grades at once (1)")
+
+
+def _array_options(args) -> slurm_jobs.ArrayOptions:
+    settings = slurm_jobs.site_settings(ROOT, dict(os.environ))
+    for name in ("tasks", "partition", "account", "minutes_per_submission", "cpus_per_task"):
+        if getattr(args, name) is not None:
+            settings[name] = getattr(args, name)
+    return slurm_jobs.ArrayOptions(**settings)
+
+
+def _grade(run: pipeline.GradingRun, args, assignments: list[str] | None) -> list:
+    if args.slurm:
+        return slurm_grading.grade_on_slurm(run, _array_options(args), assignments)
+    return pipeline.grade(run, assignments, getattr(args, "zips", None),
+                          getattr(args, "zip_pattern", submissions.DEFAULT_ZIP_PATTERN))
 
 
 def _run(course_root: Path, args) -> pipeline.GradingRun:
@@ -71,15 +104,21 @@ def _run(course_root: Path, args) -> pipeline.GradingRun:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "grade-task":
+        slurm_grading.grade_task(args.work.resolve(), args.index, args.jobs)
+        return 0
     if args.command == "grade":
-        results = pipeline.grade(_run(ROOT, args), args.assignment, args.zips, args.zip_pattern)
+        if args.slurm and args.zips:
+            pipeline.class_files.unpack_zips(ROOT / "grading", args.zips, args.zip_pattern,
+                                             args.assignment[0] if args.assignment else None)
+        results = _grade(_run(ROOT, args), args, args.assignment)
         print(f"grades: {ROOT / 'grading' / 'grades.csv'}; feedback: {ROOT / 'grading' / 'feedback'}/")
         return 0 if results is not None else 1
     assignment = args.assignment or demo.demo_assignment(ROOT)
     demo_root = args.into.resolve()
     students = demo.write_class(ROOT, demo_root, assignment, args.students)
     print(f"demo class of {len(students)} for {assignment} in {demo_root}/grading/submitted")
-    pipeline.grade(_run(demo_root, args), [assignment])
+    _grade(_run(demo_root, args), args, [assignment])
     print(f"grades: {demo_root / 'grading' / 'grades.csv'}; feedback: {demo_root / 'grading' / 'feedback'}/")
     return 0
 

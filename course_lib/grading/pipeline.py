@@ -8,21 +8,20 @@ time, then write HTML feedback, grading/grades.csv and a summary table.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import nbformat
 
-from course_lib.grading import gradebook_merge, preflight, report, review, submissions
+from course_lib.grading import class_files, gradebook_merge, preflight, report, review, submissions, uid_lease
 from course_lib.grading.judge import isolated_sources, load_registry, run_judge
-from course_lib.grading.sandbox import SandboxPolicy
+from course_lib.grading.sandbox import SandboxPolicy, running_as_root
 from course_lib.grading.worker import AssignmentSetup, autograde, stop_all, student_policy
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +44,8 @@ class GradingRun:
     feedback: bool = True
     recheck: bool = True             # the isolated judge (off only to measure what it costs)
     check_reference: bool = True     # grade solutions/ first; refuse the run unless full marks
+    lease_uids: bool = True          # as root: move the sandbox uids to a range no other run holds
+    also_hide: list[str] = field(default_factory=list)  # more folders student code must not see
     stream: object = None
 
     @property
@@ -97,6 +98,7 @@ def prepare(run: GradingRun, assignment: str,
                for p in sorted((prep / "release" / assignment).glob("*.ipynb"))}
     hidden = [str(root / name) for root in {run.course_root, CODE_ROOT}
               for name in (run.source_directory, "grading", ".git", "autograde_tests/fixtures")]
+    hidden += run.also_hide
     setup = AssignmentSetup(course_id=run.course_id, assignment=assignment, source_dir=source_dir,
                             template_db=template, hidden_paths=hidden, cell_timeout=run.cell_timeout,
                             notebook_timeout=run.notebook_timeout, max_output_bytes=run.max_output_bytes,
@@ -175,22 +177,12 @@ def _finish(run: GradingRun, setup: AssignmentSetup, outcome: Outcome) -> report
 
 def _keep_autograded(run: GradingRun, setup: AssignmentSetup, outcome: Outcome) -> None:
     """Replace grading/autograded/<student>/<assignment>/ in one rename."""
-    target = run.grading_dir / "autograded" / outcome.submission.student / setup.assignment
     fresh = outcome.run_dir / "autograded" / outcome.submission.student / setup.assignment
-    if not fresh.is_dir():
-        shutil.rmtree(target, ignore_errors=True)
-        return
-    for name, notebook in outcome.notebooks.items():
-        nbformat.write(notebook, fresh / f"{name}.ipynb")
-    staging = target.parent / f".{setup.assignment}.incoming"
-    shutil.rmtree(staging, ignore_errors=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(fresh, staging, symlinks=True)
-    old = target.parent / f".{setup.assignment}.old"
-    if target.exists():
-        target.rename(old)
-    staging.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
+    if fresh.is_dir():
+        for name, notebook in outcome.notebooks.items():
+            nbformat.write(notebook, fresh / f"{name}.ipynb")
+    class_files.replace_tree(fresh, run.grading_dir / "autograded" / outcome.submission.student
+                             / setup.assignment)
 
 
 def _class_of(run: GradingRun, assignment: str) -> list[str]:
@@ -213,10 +205,9 @@ def _preflight(run: GradingRun, setups: list, scratch: Path, registry: dict, fir
         preflight.check_references(run, setups, grade_one, first_spare_uid)
 
 
-def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report.StudentResult]:
-    """Every (assignment, student) in one pool of `jobs` workers; merges happen here, one at a time."""
+def collect_work(run: GradingRun, targets: list[str], scratch: Path) -> tuple[list, list]:
+    """(setups, work): each assignment with submissions released once, and every vetted submission."""
     shapes = _source_shapes(run)
-    registry = load_registry(run.registry)
     work, setups = [], []
     for assignment in targets:
         students = _class_of(run, assignment)
@@ -228,7 +219,47 @@ def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report
         for student in students:
             files = submissions.read_folder(run.grading_dir / "submitted" / student / assignment)
             work.append((setup, shape, submissions.vet(student, shape, files, others)))
-    _preflight(run, setups, scratch, registry, first_spare_uid=run.policy.uid + len(work))
+    return setups, work
+
+
+def sandbox_uids(run: GradingRun, count: int) -> uid_lease.UidLease | None:
+    """As root, a range of `count` uids no other grading run on this machine holds; moves run.policy there."""
+    if not (run.lease_uids and running_as_root()):
+        return None
+    held = uid_lease.lease(run.policy.uid, count)
+    if held.first != run.policy.uid:
+        run.say(f"sandbox uids {run.policy.uid}+ are in use by another grading run: using {held.first}+")
+    run.policy = replace(run.policy, uid=held.first, gid=held.first)
+    return held
+
+
+def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report.StudentResult]:
+    """Every (assignment, student) in one pool of `jobs` workers; merges happen here, one at a time."""
+    registry = load_registry(run.registry)
+    setups, work = collect_work(run, targets, scratch)
+    held = sandbox_uids(run, len(work) + max(1, len(setups)))
+    try:
+        for setup, _ in setups:
+            setup.policy = run.policy
+        _preflight(run, setups, scratch, registry, first_spare_uid=run.policy.uid + len(work))
+        results = _grade_pool(run, work, scratch, registry)
+    finally:
+        if held:
+            held.release()
+    if run.feedback:
+        for assignment in sorted({r.assignment for r in results}):
+            generate_feedback(run, assignment)
+    return results
+
+
+def generate_feedback(run: GradingRun, assignment: str) -> None:
+    _nbgrader(run, run.course_root, "generate_feedback", assignment, "--force",
+              f"--CourseDirectory.root={run.course_root}", f"--CourseDirectory.db_url={run.db_url}",
+              "--CourseDirectory.autograded_directory=grading/autograded",
+              "--CourseDirectory.feedback_directory=grading/feedback")
+
+
+def _grade_pool(run: GradingRun, work: list, scratch: Path, registry: dict) -> list[report.StudentResult]:
     bar = report.ProgressBar(len(work), "grading", stream=run.stream)
     results = []
     pool = ThreadPoolExecutor(max_workers=max(1, run.jobs))
@@ -246,59 +277,23 @@ def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report
         stop_all()
         raise
     pool.shutdown()
-    if run.feedback:
-        for assignment in sorted({r.assignment for r in results}):
-            _nbgrader(run, run.course_root, "generate_feedback", assignment, "--force",
-                      f"--CourseDirectory.root={run.course_root}", f"--CourseDirectory.db_url={run.db_url}",
-                      "--CourseDirectory.autograded_directory=grading/autograded",
-                      "--CourseDirectory.feedback_directory=grading/feedback")
     return results
 
 
 def grade(run: GradingRun, assignments: list[str] | None = None, zips: Path | None = None,
           zip_pattern: str = submissions.DEFAULT_ZIP_PATTERN) -> list[report.StudentResult]:
     """Grade the given assignments (default: every assignment with submissions); returns the results."""
-    _put_venv_on_path()
+    class_files.put_venv_on_path()
     run.grading_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(run.grading_dir, 0o700)  # the gradebook and every submission: the grader's alone
     if zips is not None:
         only = assignments[0] if assignments and len(assignments) == 1 else None
-        _unpack_zips(run, zips, zip_pattern, only)
+        class_files.unpack_zips(run.grading_dir, zips, zip_pattern, only)
     targets = assignments or assignment_names(run)
     with tempfile.TemporaryDirectory(prefix="course-grading-") as scratch_dir:
         scratch = Path(scratch_dir)
         os.chmod(scratch, 0o711)
         results = grade_all(run, targets, scratch)
-    _write_outputs(run, targets, results)
+    class_files.write_outputs(run.grading_dir, run.db_url, assignment_names(run), results)
     run.say(report.summary_table(results))
     return results
-
-
-def _put_venv_on_path() -> None:
-    """nbgrader's Gradebook runs the `alembic` command: it must be found next to this Python."""
-    venv_bin = str(Path(sys.executable).parent)
-    if venv_bin not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = venv_bin + os.pathsep + os.environ.get("PATH", "")
-
-
-def _unpack_zips(run: GradingRun, folder: Path, pattern: str, assignment: str | None) -> None:
-    for (student, name), archive in submissions.collect_zips(folder, pattern, assignment).items():
-        target = run.grading_dir / "submitted" / student / name
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        for file_name, content in submissions.extract_zip(archive).items():
-            (target / file_name).write_bytes(content)
-
-
-def _write_outputs(run: GradingRun, assignments: list[str], results: list[report.StudentResult]) -> None:
-    """grades.csv for every graded submission in the gradebook; review notes kept across runs."""
-    notes_file = run.grading_dir / "review_notes.json"
-    known = json.loads(notes_file.read_text()) if notes_file.exists() else {}
-    for result in results:
-        known[f"{result.assignment}/{result.student}"] = result.notes
-    partial = notes_file.with_suffix(".partial")
-    partial.write_text(json.dumps(known, indent=1, sort_keys=True))
-    partial.replace(notes_file)
-    notes = {tuple(key.split("/", 1)): value for key, value in known.items()}
-    rows = gradebook_merge.export_rows(run.db_url, assignment_names(run))
-    report.write_grades_csv(run.grading_dir / "grades.csv", rows, notes)

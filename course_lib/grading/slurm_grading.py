@@ -1,0 +1,165 @@
+"""`make grade SLURM=1`: a class graded as a Slurm job array, then merged into the class gradebook.
+
+The grader checks the sandbox and the reference solutions here first (as `make grade` does), shares the
+students out over the array's tasks and submits it. Each task grades its share with the usual pipeline
+(same sandbox, limits and isolated re-check) in its own work area under grading/slurm/ (its own course
+root and gradebook) and marks it done. Only this process writes the class gradebook: each done task's
+students are merged one at a time, so a task that dies or is cancelled half-way changes nothing there.
+Failed tasks (as sacct or scontrol report them) are re-submitted once; what still fails is reported
+and its students keep the grades they had, until the next run grades the class again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from course_lib.grading import class_files, gradebook_merge, pipeline, report, slurm_jobs
+from course_lib.grading.judge import load_registry
+from course_lib.grading.sandbox import SandboxPolicy
+
+SCRIPT = pipeline.CODE_ROOT / "slurm" / "grade_array.sbatch"
+# What a task takes over from the class's run, so that it grades exactly as `make grade` would.
+PLAN_SETTINGS = ("course_id", "source_directory", "cell_timeout", "notebook_timeout", "judge_timeout",
+                 "max_output_bytes", "registry", "recheck")
+
+
+def _task_dir(work: Path, index: int) -> Path:
+    return work / f"task-{index}"
+
+
+def write_plan(run: pipeline.GradingRun, work: Path, targets: list[str], shares: list[list[str]]) -> None:
+    """plan.json (what every task grades, and how) and each task's course root: links to the class's
+    solutions and to its share's submission folders."""
+    plan = {"course_root": str(run.course_root), "targets": targets,
+            **{name: getattr(run, name) for name in PLAN_SETTINGS},
+            "policy": {**asdict(run.policy), "hidden_paths": [], "exposed_paths": [], "home": None},
+            "shares": shares}
+    work.mkdir(parents=True, mode=0o700)
+    (work / "plan.json").write_text(json.dumps(plan, indent=1))
+
+
+def _fresh_task_root(plan: dict, work: Path, index: int) -> Path:
+    """The task's own course: nothing left from an earlier attempt."""
+    root = _task_dir(work, index)
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "grading" / "submitted").mkdir(parents=True)
+    course = Path(plan["course_root"])
+    source = plan["source_directory"]
+    (root / source).symlink_to((course / source).resolve(), target_is_directory=True)
+    for student in plan["shares"][index]:
+        (root / "grading" / "submitted" / student).symlink_to(course / "grading" / "submitted" / student,
+                                                              target_is_directory=True)
+    return root
+
+
+def grade_task(work: Path, index: int, jobs: int) -> list[report.StudentResult]:
+    """Inside array task `index`: grade its share into its own gradebook, then write done.json."""
+    plan = json.loads((work / "plan.json").read_text())
+    root = _fresh_task_root(plan, work, index)
+    settings = {name: plan[name] for name in PLAN_SETTINGS}
+    course = Path(plan["course_root"])  # its grades and answers stay hidden from the students' code
+    run = pipeline.GradingRun(course_root=root, jobs=jobs, feedback=False, check_reference=False,
+                              also_hide=[str(course / "grading"), str(course / plan["source_directory"])],
+                              **settings)
+    run.policy = SandboxPolicy(**plan["policy"])
+    results = pipeline.grade(run, plan["targets"])
+    done = root / "done.json"
+    done.with_suffix(".partial").write_text(json.dumps([r.__dict__ for r in results]))
+    done.with_suffix(".partial").replace(done)
+    return results
+
+
+def merge_task(run: pipeline.GradingRun, work: Path, index: int) -> list[report.StudentResult]:
+    """Copy a done task's grades (scores, review flags, autograded notebooks) into the class's."""
+    root = _task_dir(work, index)
+    task_db = f"sqlite:///{root / 'grading' / 'gradebook.db'}"
+    merged = []
+    for entry in json.loads((root / "done.json").read_text()):
+        result = report.StudentResult(**entry)
+        scores = gradebook_merge.read_autograded_scores(task_db, result.assignment, result.student)
+        cells = gradebook_merge.merge_student(run.db_url, result.assignment, result.student, scores, set(),
+                                              review_all=bool(result.notes))
+        relative = Path("autograded") / result.student / result.assignment
+        class_files.replace_tree(root / "grading" / relative, run.grading_dir / relative)
+        result.score, result.max_score = cells.score, cells.max_score
+        result.cells = {c.cell: c.points for c in cells.cells}
+        merged.append(result)
+    return merged
+
+
+def _check_class(run: pipeline.GradingRun, targets: list[str]) -> list[str]:
+    """Register the assignments in the class gradebook and run the preflight; the class's students."""
+    registry = load_registry(run.registry)
+    with tempfile.TemporaryDirectory(prefix="course-grading-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        scratch.chmod(0o711)
+        setups, work = pipeline.collect_work(run, targets, scratch)
+        held = pipeline.sandbox_uids(run, max(1, len(setups)))
+        try:
+            pipeline._preflight(run, setups, scratch, registry, first_spare_uid=run.policy.uid)
+        finally:
+            if held:
+                held.release()
+    return sorted({submission.student for _, _, submission in work})
+
+
+def _run_array(run: pipeline.GradingRun, options: slurm_jobs.ArrayOptions, work: Path, indices: list[int],
+               largest_share: int, targets: int) -> dict[int, tuple[str, str]]:
+    command = slurm_jobs.sbatch_command(options, SCRIPT, work, indices, largest_share * targets)
+    submitted = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, COURSE_DIR=str(pipeline.CODE_ROOT)))
+    if submitted.returncode != 0:
+        raise SystemExit(f"sbatch refused the grading array: {submitted.stderr.strip()}\n"
+                         f"command: {' '.join(command)}")
+    job_id = submitted.stdout.strip().split(";")[0]
+    run.say(f"submitted job array {job_id} (tasks {','.join(map(str, indices))}); logs: {work}/task-*.out")
+    return slurm_jobs.wait_for(job_id, indices, options, say=run.say)
+
+
+def grade_on_slurm(run: pipeline.GradingRun, options: slurm_jobs.ArrayOptions,
+                   assignments: list[str] | None = None) -> list[report.StudentResult]:
+    """Grade the class as a job array; returns the merged results (raises if a task failed twice)."""
+    if shutil.which("sbatch") is None:
+        raise SystemExit("--slurm (make grade SLURM=1) submits a Slurm job array, but sbatch is not on PATH: "
+                         "run it on a node that can submit jobs (a login node), or grade without --slurm")
+    class_files.put_venv_on_path()
+    run.grading_dir.mkdir(parents=True, exist_ok=True)
+    run.grading_dir.chmod(0o700)
+    targets = assignments or pipeline.assignment_names(run)
+    students = _check_class(run, targets)
+    shares = slurm_jobs.split(students, options.tasks) if students else []
+    work = run.grading_dir / "slurm" / time.strftime("run-%Y%m%d-%H%M%S")
+    write_plan(run, work, targets, shares)
+    largest = max((len(share) for share in shares), default=0)
+    pending, results, failed = list(range(len(shares))), [], {}
+    for attempt in (1, 2):
+        if not pending:
+            break
+        states = _run_array(run, options, work, pending, largest, len(targets))
+        finished = {i for i in pending if (_task_dir(work, i) / "done.json").exists()}
+        for index in sorted(finished & {i for i, (s, _) in states.items() if s == "COMPLETED"}):
+            results += merge_task(run, work, index)
+        failed = {i: states[i] for i in pending if i not in finished or states[i][0] != "COMPLETED"}
+        retry = slurm_jobs.to_retry(failed, finished) if attempt == 1 else []
+        for index, (state, code) in failed.items():
+            again = "re-submitting it once" if index in retry else "not re-submitted"
+            run.say(f"task {index} ({len(shares[index])} students) ended {state} (exit {code}): {again}")
+        pending = retry
+    if run.feedback:
+        for assignment in sorted({r.assignment for r in results}):
+            pipeline.generate_feedback(run, assignment)
+    class_files.write_outputs(run.grading_dir, run.db_url, pipeline.assignment_names(run), results)
+    run.say(report.summary_table(results))
+    if failed:
+        missing = sorted(s for i in failed for s in shares[i])
+        raise SystemExit(f"{len(missing)} students not graded (their grades are unchanged): "
+                         f"{', '.join(missing)}. Logs: {work}/task-*.out; grade again to finish the class")
+    shutil.rmtree(work.parent, ignore_errors=True)  # this run's work and the logs of earlier, failed ones
+    return results

@@ -1,0 +1,167 @@
+"""The Slurm side of grading a class as a job array: sharing out the students, submitting the array,
+reading each task's state (sacct, or scontrol where the cluster keeps no accounting) and deciding
+which failed tasks are worth one more try.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# End states a task does not leave again; RUNNING, PENDING, REQUEUED, ... are not among them.
+FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+                "BOOT_FAIL", "DEADLINE"}
+# Worth one more try: the task's process or node died, or it ran out of time or memory. CANCELLED is
+# not: somebody stopped it on purpose (scancel), and its students are reported ungraded instead.
+RETRY_STATES = FINAL_STATES - {"COMPLETED", "CANCELLED"}
+
+
+@dataclass
+class ArrayOptions:
+    """How the class is spread over the cluster (make grade SLURM=1 TASKS=.. PARTITION=.. ACCOUNT=..)."""
+
+    tasks: int = 4
+    partition: str | None = None
+    account: str | None = None
+    minutes_per_submission: float = 5.0   # the task's --time: this times its submissions / jobs, + margin
+    cpus_per_task: int = 1                # also the students a task grades at once
+    sbatch_args: list[str] = field(default_factory=list)
+    poll_seconds: float = 2.0
+    max_wait_s: float = 7 * 24 * 3600.0
+
+
+def split(students: list[str], tasks: int) -> list[list[str]]:
+    """Contiguous shares as even as can be (sizes differ by at most one); never an empty share."""
+    if tasks < 1:
+        raise ValueError(f"a job array needs at least one task, not {tasks}: give --tasks 1 or more")
+    count = min(tasks, len(students))
+    base, extra = divmod(len(students), count) if count else (0, 0)
+    shares, start = [], 0
+    for index in range(count):
+        size = base + (1 if index < extra else 0)
+        shares.append(students[start:start + size])
+        start += size
+    return shares
+
+
+def time_limit_minutes(options: ArrayOptions, submissions: int) -> int:
+    """--time of one task: its submissions graded `cpus_per_task` at a time, plus 5 minutes of set-up."""
+    return 5 + math.ceil(options.minutes_per_submission * submissions / max(1, options.cpus_per_task))
+
+
+def sbatch_command(options: ArrayOptions, script: Path, work: Path, indices: list[int],
+                   submissions: int) -> list[str]:
+    command = ["sbatch", "--parsable", f"--array={','.join(map(str, indices))}", "--job-name=course-grade",
+               f"--output={work / 'task-%a.out'}", f"--cpus-per-task={options.cpus_per_task}",
+               f"--time={time_limit_minutes(options, submissions)}"]
+    command += [f"--partition={options.partition}"] if options.partition else []
+    command += [f"--account={options.account}"] if options.account else []
+    return [*command, *options.sbatch_args, str(script), str(work)]
+
+
+def _indices(text: str) -> list[int]:
+    """Array task ids as Slurm prints them: '3', '0-3', '[0-2,5]', '0-7%2' (a throttle)."""
+    found = []
+    for part in text.strip("[]").split("%")[0].split(","):
+        if "-" in part:
+            low, high = part.split("-")
+            found += range(int(low), int(high) + 1)
+        elif part.isdigit():
+            found.append(int(part))
+    return found
+
+
+def parse_sacct(text: str) -> dict[int, tuple[str, str]]:
+    """`sacct -n -P -X -o JobID,State,ExitCode` of an array -> {task: (state, exit code)}."""
+    states = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 3 or "_" not in parts[0]:
+            continue
+        state = parts[1].split()[0] if parts[1].strip() else "UNKNOWN"  # "CANCELLED by 0"
+        for index in _indices(parts[0].split("_", 1)[1]):
+            states[index] = (state, parts[2])
+    return states
+
+
+def parse_scontrol(text: str) -> dict[int, tuple[str, str]]:
+    """`scontrol show job --oneliner ARRAY_ID` (a line per task or pending range) -> {task: (state, exit)}."""
+    states = {}
+    for line in text.splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S*)", line))
+        if "ArrayTaskId" not in fields:
+            continue
+        for index in _indices(fields["ArrayTaskId"]):
+            states[index] = (fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "?"))
+    return states
+
+
+def task_states(job_id: str, runner=subprocess.run) -> dict[int, tuple[str, str]]:
+    """Each task's state: from sacct when the cluster keeps accounting, else from scontrol."""
+    sacct = runner(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,State,ExitCode"],
+                   capture_output=True, text=True, timeout=60)
+    if sacct.returncode == 0 and sacct.stdout.strip():
+        return parse_sacct(sacct.stdout)
+    shown = runner(["scontrol", "show", "job", "--oneliner", job_id], capture_output=True, text=True,
+                   timeout=60)
+    if shown.returncode != 0:
+        raise RuntimeError(f"cannot read the state of job {job_id}: sacct said {sacct.stderr.strip()!r}, "
+                           f"scontrol said {shown.stderr.strip()!r}")
+    return parse_scontrol(shown.stdout)
+
+
+def to_retry(states: dict[int, tuple[str, str]], finished: set[int]) -> list[int]:
+    """Tasks to run once more: failed as Slurm sees it, or 'completed' without the task's done marker."""
+    return sorted(index for index, (state, _) in states.items()
+                  if state in RETRY_STATES or (state == "COMPLETED" and index not in finished))
+
+
+def wait_for(job_id: str, indices: list[int], options: ArrayOptions, say=print,
+             runner=subprocess.run) -> dict[int, tuple[str, str]]:
+    """Poll until every task in indices has ended; cancel the array if it outlasts max_wait_s."""
+    deadline, last = time.monotonic() + options.max_wait_s, ""
+    while True:
+        states = task_states(job_id, runner)
+        ended = {i: states[i] for i in indices if i in states and states[i][0] in FINAL_STATES}
+        if len(ended) == len(indices):
+            return ended
+        line = f"job {job_id}: {len(ended)}/{len(indices)} tasks ended"
+        if line != last:
+            say(line)
+            last = line
+        if time.monotonic() > deadline:
+            runner(["scancel", job_id], capture_output=True, timeout=60)
+            raise TimeoutError(f"job array {job_id} still running after {options.max_wait_s:g} s: cancelled")
+        time.sleep(options.poll_seconds)
+
+
+SITE_VARIABLES = {"COURSE_GRADE_PARTITION": "partition", "COURSE_GRADE_ACCOUNT": "account",
+                  "COURSE_GRADE_TASKS": "tasks", "COURSE_GRADE_CPUS_PER_TASK": "cpus_per_task",
+                  "COURSE_GRADE_MINUTES_PER_SUBMISSION": "minutes_per_submission"}
+
+
+def site_settings(code_root: Path, environ: dict) -> dict:
+    """ArrayOptions fields set by slurm/site.sh or the environment (COURSE_GRADE_*); the environment wins."""
+    values = {}
+    site = code_root / "slurm" / "site.sh"
+    if site.exists():
+        names = " ".join(f'"${{{name}:-}}"' for name in SITE_VARIABLES)
+        shown = subprocess.run(["bash", "-c", f'source "$1" >/dev/null 2>&1; printf "%s\\n" {names}', "site",
+                                str(site)], capture_output=True, text=True, timeout=30,
+                               env={k: v for k, v in environ.items() if k not in SITE_VARIABLES})
+        values = dict(zip(SITE_VARIABLES, shown.stdout.split("\n"), strict=False))
+    values.update({name: environ[name] for name in SITE_VARIABLES if environ.get(name)})
+    settings = {}
+    for name, text in values.items():
+        if text:
+            kind = type(getattr(ArrayOptions, SITE_VARIABLES[name], None) or "")
+            try:
+                settings[SITE_VARIABLES[name]] = kind(text) if kind in (int, float) else text
+            except ValueError as error:
+                raise SystemExit(f"{name}={text!r} (slurm/site.sh or the environment) is not a number; "
+                                 "give a plain number, e.g. 4") from error
+    return settings
