@@ -1,5 +1,6 @@
-"""`make grade SLURM=1` on the local Slurm: a 30-student demo class graded as a job array gets exactly
-the grades of `make grade` on one machine.
+"""`make grade SLURM=1` on the local Slurm: a demo class graded as a job array gets exactly the grades of
+`make grade` on one machine. Twelve students over four tasks (three each) keep CI's run short; the
+30-student figure is benchmarks/bench_grading_slurm.py's.
 
 The class is the probe assignment (autograde_tests/probe_course.py): the cheapest assignment to grade,
 so the test measures the array, not a chapter's lesson.
@@ -18,7 +19,7 @@ from autograde_tests import probe_course
 from course_lib.grading import demo, gradebook_merge, pipeline, slurm_grading, slurm_jobs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-STUDENTS, TASKS = 30, 4
+STUDENTS, TASKS = 12, 4
 # Two gradings of the class (one without Slurm, one array) outgrow pytest's 600 s on a busy machine.
 TIMEOUT_S = 1800
 
@@ -39,7 +40,7 @@ def grading_run(course: Path, stream) -> pipeline.GradingRun:
 
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory):
-    """The probe course and two copies of the same 30-student demo class; one graded without Slurm."""
+    """The probe course and two copies of the same demo class; one graded without Slurm."""
     base = tmp_path_factory.mktemp("array-grading")
     base.chmod(0o755)
     course = probe_course.build(base / "course")
