@@ -77,6 +77,14 @@ def lease(first: int, count: int, folder: Path | None = None) -> UidLease:
         raise ValueError(f"a uid lease needs at least one uid, not {count}")
     folder = folder or lease_dir()
     folder.mkdir(parents=True, exist_ok=True)
+    # One scan at a time: two runs that each hold a block the other wants would otherwise both let go
+    # and leapfrog each other up to HIGHEST_UID.
+    with open(folder / "scan.lock", "a") as scanning:
+        fcntl.flock(scanning, fcntl.LOCK_EX)
+        return _first_free_range(folder, first, count)
+
+
+def _first_free_range(folder: Path, first: int, count: int) -> UidLease:
     start = first
     while start + count - 1 <= HIGHEST_UID:
         taken, busy_block = [], None
