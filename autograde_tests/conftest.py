@@ -47,6 +47,15 @@ DDP_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ddp"
 DDP_GRADED = tuple(json.loads((DDP_FIXTURES / "expected_scores.json").read_text())["graded_through_nbgrader"])
 
 
+def expected_points(fixtures_dir: Path, graded: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """Cell points each submission of a chapter's own run must earn: the solution, the unanswered release
+    and the wrong fixtures sent through nbgrader, from the fixtures' expected_scores.json."""
+    table = json.loads((fixtures_dir / "expected_scores.json").read_text())
+    unanswered = {cell: 0 for cell in table["max_points"]}
+    return {"solution": table["solution"], "release": unanswered,
+            **{name: table["fixtures"][name] for name in graded}}
+
+
 @dataclass
 class GradedClass:
     root: Path

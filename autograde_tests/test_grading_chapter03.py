@@ -8,20 +8,15 @@ autograde_tests/fixtures/ddp/expected_scores.json gives it, the solution full ma
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from autograde_tests.conftest import DDP, DDP_FIXTURES, DDP_GRADED
+from autograde_tests.conftest import DDP, DDP_FIXTURES, DDP_GRADED, expected_points
 
 pytestmark = pytest.mark.slow
 
 
 def _expected() -> dict[str, dict[str, int]]:
-    table = json.loads((DDP_FIXTURES / "expected_scores.json").read_text())
-    unanswered = {cell: 0 for cell in table["max_points"]}
-    return {"solution": table["solution"], "release": unanswered,
-            **{name: table["fixtures"][name] for name in DDP_GRADED}}
+    return expected_points(DDP_FIXTURES, DDP_GRADED)
 
 
 @pytest.mark.parametrize("name", sorted(_expected()))

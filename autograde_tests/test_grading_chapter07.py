@@ -7,20 +7,15 @@ cell that autograde_tests/fixtures/zero/expected_scores.json gives it, the solut
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from autograde_tests.conftest import ZERO, ZERO_FIXTURES, ZERO_GRADED
+from autograde_tests.conftest import ZERO, ZERO_FIXTURES, ZERO_GRADED, expected_points
 
 pytestmark = pytest.mark.slow
 
 
 def _expected() -> dict[str, dict[str, int]]:
-    table = json.loads((ZERO_FIXTURES / "expected_scores.json").read_text())
-    unanswered = {cell: 0 for cell in table["max_points"]}
-    return {"solution": table["solution"], "release": unanswered,
-            **{name: table["fixtures"][name] for name in ZERO_GRADED}}
+    return expected_points(ZERO_FIXTURES, ZERO_GRADED)
 
 
 @pytest.mark.parametrize("name", sorted(_expected()))
