@@ -16,31 +16,31 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from course_lib.grading import pipeline, slurm_grading, slurm_jobs, uid_lease
+from course_lib.grading import pipeline, slurm_array, slurm_grading, uid_lease
 from course_lib.grading.report import StudentResult
 
 
 def test_split_is_even_contiguous_and_never_empty():
     students = [f"s{i:02d}" for i in range(30)]
-    shares = slurm_jobs.split(students, 4)
+    shares = slurm_array.split(students, 4)
     assert [len(s) for s in shares] == [8, 8, 7, 7]
     assert sum(shares, []) == students
-    assert slurm_jobs.split(["a", "b"], 4) == [["a"], ["b"]]
-    assert slurm_jobs.split([], 3) == []
+    assert slurm_array.split(["a", "b"], 4) == [["a"], ["b"]]
+    assert slurm_array.split([], 3) == []
     with pytest.raises(ValueError, match="at least one task"):
-        slurm_jobs.split(students, 0)
+        slurm_array.split(students, 0)
 
 
 def test_time_limit_and_sbatch_line():
-    options = slurm_jobs.ArrayOptions(tasks=4, partition="cpu", account="course", minutes_per_submission=2,
+    options = slurm_array.ArrayOptions(tasks=4, partition="cpu", account="course", minutes_per_submission=2,
                                       cpus_per_task=2)
-    assert slurm_jobs.time_limit_minutes(options, 8) == 5 + 8
-    command = slurm_jobs.sbatch_command(options, Path("/c/slurm/grade_array.sbatch"), Path("/w"), [1, 3], 8)
+    assert slurm_array.time_limit_minutes(options, 8) == 5 + 8
+    command = slurm_array.sbatch_command(options, Path("/c/slurm/grade_array.sbatch"), Path("/w"), [1, 3], 8)
     assert command[:3] == ["sbatch", "--parsable", "--array=1,3"]
     assert {"--partition=cpu", "--account=course", "--cpus-per-task=2", "--time=13",
             "--output=/w/task-%a.out"} <= set(command)
     assert command[-2:] == ["/c/slurm/grade_array.sbatch", "/w"]
-    plain = slurm_jobs.sbatch_command(slurm_jobs.ArrayOptions(), Path("s"), Path("/w"), [0], 1)
+    plain = slurm_array.sbatch_command(slurm_array.ArrayOptions(), Path("s"), Path("/w"), [0], 1)
     assert not any(part.startswith(("--partition", "--account")) for part in plain)
 
 
@@ -61,10 +61,10 @@ JobId=902 ArrayJobId=900 ArrayTaskId=0 JobState=FAILED Reason=NonZeroExitCode Ex
 
 
 def test_task_states_from_sacct_and_scontrol():
-    states = slurm_jobs.parse_sacct(SACCT)
+    states = slurm_array.parse_sacct(SACCT)
     assert states[1] == ("FAILED", "9:0") and states[2][0] == "CANCELLED"
     assert states[4] == states[5] == ("PENDING", "0:0")
-    assert slurm_jobs.parse_scontrol(SCONTROL) == {
+    assert slurm_array.parse_scontrol(SCONTROL) == {
         0: ("FAILED", "137:0"), 1: ("RUNNING", "0:0"), 2: ("PENDING", "0:0"), 3: ("PENDING", "0:0")}
 
 
@@ -73,14 +73,14 @@ def test_task_states_fall_back_to_scontrol_without_accounting():
         if command[0] == "sacct":
             return subprocess.CompletedProcess(command, 1, "", "Slurm accounting storage is disabled")
         return subprocess.CompletedProcess(command, 0, SCONTROL, "")
-    assert slurm_jobs.task_states("900", runner)[0] == ("FAILED", "137:0")
+    assert slurm_array.task_states("900", runner)[0] == ("FAILED", "137:0")
 
 
 def test_only_failures_are_retried_not_cancellations():
-    states = {i: s for i, s in slurm_jobs.parse_sacct(SACCT).items() if i not in (4, 5)}
+    states = {i: s for i, s in slurm_array.parse_sacct(SACCT).items() if i not in (4, 5)}
     # task 0 completed but left no done marker (it died after Slurm's view of it): retried too
-    assert slurm_jobs.to_retry(states, finished=set()) == [0, 1, 3, 6]
-    assert slurm_jobs.to_retry(states, finished={0}) == [1, 3, 6]
+    assert slurm_array.to_retry(states, finished=set()) == [0, 1, 3, 6]
+    assert slurm_array.to_retry(states, finished={0}) == [1, 3, 6]
 
 
 def test_site_settings_come_from_site_sh_and_the_environment_wins(tmp_path):
@@ -88,16 +88,16 @@ def test_site_settings_come_from_site_sh_and_the_environment_wins(tmp_path):
     (tmp_path / "slurm" / "site.sh").write_text(
         'COURSE_GRADE_PARTITION="${COURSE_GRADE_PARTITION:-grading}"\nCOURSE_GRADE_TASKS=16\n'
         'COURSE_GRADE_MINUTES_PER_SUBMISSION=1.5\necho noise\n')
-    settings = slurm_jobs.site_settings(tmp_path, {"PATH": os.environ["PATH"], "COURSE_GRADE_TASKS": "8"})
+    settings = slurm_array.site_settings(tmp_path, {"PATH": os.environ["PATH"], "COURSE_GRADE_TASKS": "8"})
     assert settings == {"partition": "grading", "tasks": 8, "minutes_per_submission": 1.5}
     with pytest.raises(SystemExit, match="not a number"):
-        slurm_jobs.site_settings(tmp_path, {"PATH": os.environ["PATH"], "COURSE_GRADE_TASKS": "many"})
+        slurm_array.site_settings(tmp_path, {"PATH": os.environ["PATH"], "COURSE_GRADE_TASKS": "many"})
 
 
 def test_grading_on_slurm_without_sbatch_says_where_to_run_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SystemExit, match="sbatch is not on PATH"):
-        slurm_grading.grade_on_slurm(pipeline.GradingRun(course_root=tmp_path), slurm_jobs.ArrayOptions())
+        slurm_grading.grade_on_slurm(pipeline.GradingRun(course_root=tmp_path), slurm_array.ArrayOptions())
     assert not (tmp_path / "grading").exists()
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from traitlets.config.loader import PyFileConfigLoader
 
-from course_lib.grading import demo, pipeline, slurm_grading, slurm_jobs, submissions
+from course_lib.grading import demo, pipeline, slurm_array, slurm_grading, submissions
 from course_lib.grading.sandbox import SandboxPolicy, running_as_root
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,12 +76,12 @@ def _slurm_options(command: argparse.ArgumentParser) -> None:
     group.add_argument("--cpus-per-task", type=int, help="cores per task = students it grades at once (1)")
 
 
-def _array_options(args) -> slurm_jobs.ArrayOptions:
-    settings = slurm_jobs.site_settings(ROOT, dict(os.environ))
+def _array_options(args) -> slurm_array.ArrayOptions:
+    settings = slurm_array.site_settings(ROOT, dict(os.environ))
     for name in ("tasks", "partition", "account", "minutes_per_submission", "cpus_per_task"):
         if getattr(args, name) is not None:
             settings[name] = getattr(args, name)
-    return slurm_jobs.ArrayOptions(**settings)
+    return slurm_array.ArrayOptions(**settings)
 
 
 def _grade(run: pipeline.GradingRun, args, assignments: list[str] | None) -> list:

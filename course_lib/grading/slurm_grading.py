@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from course_lib.grading import class_files, gradebook_merge, pipeline, report, slurm_jobs
+from course_lib.grading import class_files, gradebook_merge, pipeline, report, slurm_array
 from course_lib.grading.judge import load_registry
 from course_lib.grading.sandbox import SandboxPolicy
 
@@ -110,9 +110,9 @@ def _check_class(run: pipeline.GradingRun, targets: list[str]) -> list[str]:
     return sorted({submission.student for _, _, submission in work})
 
 
-def _run_array(run: pipeline.GradingRun, options: slurm_jobs.ArrayOptions, work: Path, indices: list[int],
+def _run_array(run: pipeline.GradingRun, options: slurm_array.ArrayOptions, work: Path, indices: list[int],
                largest_share: int, targets: int) -> dict[int, tuple[str, str]]:
-    command = slurm_jobs.sbatch_command(options, SCRIPT, work, indices, largest_share * targets)
+    command = slurm_array.sbatch_command(options, SCRIPT, work, indices, largest_share * targets)
     submitted = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=120,
                                env=dict(os.environ, COURSE_DIR=str(pipeline.CODE_ROOT)))
     if submitted.returncode != 0:
@@ -120,10 +120,10 @@ def _run_array(run: pipeline.GradingRun, options: slurm_jobs.ArrayOptions, work:
                          f"command: {' '.join(command)}")
     job_id = submitted.stdout.strip().split(";")[0]
     run.say(f"submitted job array {job_id} (tasks {','.join(map(str, indices))}); logs: {work}/task-*.out")
-    return slurm_jobs.wait_for(job_id, indices, options, say=run.say)
+    return slurm_array.wait_for(job_id, indices, options, say=run.say)
 
 
-def grade_on_slurm(run: pipeline.GradingRun, options: slurm_jobs.ArrayOptions,
+def grade_on_slurm(run: pipeline.GradingRun, options: slurm_array.ArrayOptions,
                    assignments: list[str] | None = None) -> list[report.StudentResult]:
     """Grade the class as a job array; returns the merged results (raises if a task failed twice)."""
     if shutil.which("sbatch") is None:
@@ -134,7 +134,7 @@ def grade_on_slurm(run: pipeline.GradingRun, options: slurm_jobs.ArrayOptions,
     run.grading_dir.chmod(0o700)
     targets = assignments or pipeline.assignment_names(run)
     students = _check_class(run, targets)
-    shares = slurm_jobs.split(students, options.tasks) if students else []
+    shares = slurm_array.split(students, options.tasks) if students else []
     work = run.grading_dir / "slurm" / time.strftime("run-%Y%m%d-%H%M%S")
     write_plan(run, work, targets, shares)
     largest = max((len(share) for share in shares), default=0)
@@ -147,7 +147,7 @@ def grade_on_slurm(run: pipeline.GradingRun, options: slurm_jobs.ArrayOptions,
         for index in sorted(finished & {i for i, (s, _) in states.items() if s == "COMPLETED"}):
             results += merge_task(run, work, index)
         failed = {i: states[i] for i in pending if i not in finished or states[i][0] != "COMPLETED"}
-        retry = slurm_jobs.to_retry(failed, finished) if attempt == 1 else []
+        retry = slurm_array.to_retry(failed, finished) if attempt == 1 else []
         for index, (state, code) in failed.items():
             again = "re-submitting it once" if index in retry else "not re-submitted"
             run.say(f"task {index} ({len(shares[index])} students) ended {state} (exit {code}): {again}")

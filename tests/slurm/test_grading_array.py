@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from autograde_tests import probe_course
-from course_lib.grading import demo, gradebook_merge, pipeline, slurm_grading, slurm_jobs
+from course_lib.grading import demo, gradebook_merge, pipeline, slurm_array, slurm_grading
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 STUDENTS, TASKS = 12, 4
@@ -55,7 +55,7 @@ def classes(tmp_path_factory):
 def test_array_grades_exactly_like_make_grade(classes, local_slurm, monkeypatch):
     plain, array = classes
     monkeypatch.setenv("SLURM_CONF", local_slurm.env["SLURM_CONF"])
-    options = slurm_jobs.ArrayOptions(tasks=TASKS, poll_seconds=0.5, max_wait_s=900)
+    options = slurm_array.ArrayOptions(tasks=TASKS, poll_seconds=0.5, max_wait_s=900)
     results = slurm_grading.grade_on_slurm(grading_run(array, io.StringIO()), options, ["probe"])
     assert len(results) == STUDENTS
     assert grades(array) == grades(plain)
