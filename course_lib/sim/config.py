@@ -35,6 +35,9 @@ class StepConfig:
     bucket_bytes: float = 25 * 2**20      # torch DDP's default bucket_cap_mb=25
     first_bucket_bytes: float = 2**20     # torch DDP closes its first bucket at 1 MiB, to start early
     prefetch: bool = True
+    # Pipeline sends overlap compute (asynchronous p2p). False: each send blocks its stage until it has
+    # arrived, as Megatron-LM's batch_isend_irecv followed by req.wait() and torch.cuda.synchronize() does.
+    p2p_overlap: bool = True
     param_bytes: float = 2
     grad_bytes: float = 2
     optimizer_bytes: float = 12
@@ -125,7 +128,7 @@ def make_config(model, world_size: int, **options) -> StepConfig:
     for name in ("param_bytes", "grad_bytes", "optimizer_bytes"):
         amount(name, getattr(config, name), unit="bytes per parameter")
     # A string such as "no" is truthy: it would silently mean True.
-    for name in ("overlap", "prefetch"):
+    for name in ("overlap", "prefetch", "p2p_overlap"):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name} must be True or False, got {getattr(config, name)!r}")
     if config.sequence_parallel is not None and not isinstance(config.sequence_parallel, bool):

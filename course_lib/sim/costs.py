@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from .collectives import collective_time
 from .layout import group_link
+from .memory import activation_memory_per_layer
 
 
 @dataclass
@@ -43,15 +44,42 @@ class CostModel:
         self.shard_degree = c.dp * c.cp       # ZeRO shards (and gradients reduce) over dp x cp
         model, mbs = c.model, c.micro_batch_size
         self.tokens = mbs * getattr(model, "seq_len", 1)          # per micro-batch of one replica
+        self.t_mem = self._memory_bound_seconds() if c.is_transformer else 0.0
         split = c.layer_split
         starts = [sum(split[:j]) for j in range(len(split))]
         self.pieces = [self._piece(j, starts[j], split[j]) for j in range(len(split))]
-        if c.is_transformer:
-            act = mbs * (model.seq_len / c.cp) * model.hidden * 2
-            self.p2p_bytes = act / (c.tp if c.sp else 1)
-        else:
-            self.p2p_bytes = mbs * max(model.sizes) * 2
-        self.t_p2p = self.pp_link.transfer_time(self.p2p_bytes) if c.pp > 1 else 0.0
+        self.t_p2p = self._p2p_seconds() if c.pp > 1 else 0.0
+        # What a receiver waits after its sender's op: nothing more when the send blocked the sender.
+        self.t_hop = self.t_p2p if c.p2p_overlap else 0.0
+        if not c.p2p_overlap and c.pp > 1:
+            self._block_on_sends()
+
+    def _p2p_seconds(self) -> float:
+        """One stage-to-stage send of a micro-batch's activations (or their gradient).
+
+        With tensor parallel each rank sends only its 1/t of them: sequence parallel's shard, or without it
+        Megatron's scatter/gather, which all-gathers them over NVLink on arrival (Narayanan et al. 2021,
+        section 4.1: "scatter/gather optimization").
+        """
+        c, model = self.config, self.config.model
+        if not c.is_transformer:
+            self.p2p_bytes = c.micro_batch_size * max(model.sizes) * 2
+            return self.pp_link.transfer_time(self.p2p_bytes)
+        act = c.micro_batch_size * (model.seq_len / c.cp) * model.hidden * 2
+        self.p2p_bytes = act / c.tp
+        gather = 0.0 if c.sp else collective_time("all_gather", act, c.tp, self.tp_link)
+        return self.pp_link.transfer_time(self.p2p_bytes) + gather
+
+    def _block_on_sends(self) -> None:
+        """Each piece's forward ends with its send, each backward with its gradient's (blocking p2p)."""
+        pieces = self.pieces
+        for j, piece in enumerate(pieces):
+            if j + 1 < len(pieces):
+                piece[-1].fwd_time = _append(piece[-1].fwd, piece[-1].fwd_time, self.t_p2p, "comm",
+                                             "send activations to the next stage")
+            if j > 0:
+                piece[0].bwd_time = _append(piece[0].bwd, piece[0].bwd_time, self.t_p2p, "comm",
+                                            "send gradient to the previous stage")
 
     def _piece(self, j: int, first: int, count: int) -> list:
         c = self.config
@@ -85,10 +113,12 @@ class CostModel:
         tp_label = "TP all-gather+reduce-scatter" if c.sp else "TP all-reduce"
         kv_bytes = 2 * self.tokens * model.kv_dim * 2 / c.tp
         t_cp = collective_time("all_gather", kv_bytes, c.cp, self.cp_link)
+        t_mem = self.t_mem
         name = f"L{index}"
         block = Block(name, model.params_per_layer / c.tp)
 
         def forward(events, t, tag=""):
+            t = _append(events, t, t_mem, "compute", f"{name}{tag} norms, softmax, residual (memory-bound)")
             _append(events, t, t_cp, "comm", f"{name}{tag} CP all-gather KV")
             t += max(t_attn, t_cp)
             _append(events, t - t_attn, t_attn, "compute", f"{name}{tag} attention")
@@ -100,6 +130,7 @@ class CostModel:
         t = forward(block.bwd, 0.0, " recompute") if c.recompute == "full" else 0.0
         if c.recompute == "selective":
             t = _append(block.bwd, t, core, "compute", f"{name} recompute attention core")
+        t = _append(block.bwd, t, 1.5 * t_mem, "compute", f"{name} norms, softmax, residual grad (HBM)")
         t = _append(block.bwd, t, 2 * t_mlp, "compute", f"{name} MLP grad")
         t = _append(block.bwd, t, t_tp, "comm", f"{name} {tp_label}")
         t_cp_bwd = collective_time("reduce_scatter", kv_bytes, c.cp, self.cp_link) + t_cp
@@ -108,6 +139,22 @@ class CostModel:
         _append(block.bwd, t - 2 * t_attn, 2 * t_attn, "compute", f"{name} attention grad")
         block.bwd_time = _append(block.bwd, t, t_tp, "comm", f"{name} {tp_label}")
         return block
+
+    def _memory_bound_seconds(self) -> float:
+        """Forward seconds of a layer's non-matmul ops, which stream activations through HBM.
+
+        Each tensor Korthikanti et al. 2022 (section 4.1) count as stored is written by one op and read by
+        the next: 2 x those bytes over the memory bandwidth. The backward of such an op reads its input and
+        the incoming gradient and writes its own: 3 x, so 1.5 x the forward. The attention scores are
+        streamed unless the attention core is recomputed (selective: FlashAttention keeps them on chip,
+        Dao et al. 2022).
+        """
+        c, bandwidth = self.config, self.cluster.preset.memory_bandwidth
+        if bandwidth is None:
+            return 0.0
+        kept = "selective" if c.recompute == "selective" else "none"
+        streamed = activation_memory_per_layer(c.model, c.micro_batch_size, c.tp, c.sp, kept, c.cp)
+        return 2 * streamed / bandwidth
 
     def _head(self) -> Block:
         c, model = self.config, self.config.model

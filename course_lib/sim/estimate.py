@@ -93,13 +93,13 @@ def estimate_step_time(config, cluster) -> float:
         pipeline = (m - 1) * slowest + sum(work)
     else:
         pipeline = m * slowest + (sum(work) - slowest) / v
-    hops = 2 * (p * v - 1) * costs.t_p2p if p > 1 else 0.0
+    hops = 2 * (p * v - 1) * costs.t_hop if p > 1 else 0.0
     end = pipeline + hops
     step, behind = 0.0, 0.0
     for _, b, tail, per_backward in stages:
         # a stage finishes its last backward after the stages before it have (1F1B drains toward stage 0)
         last_backward_end = end - behind
-        behind += b / v + costs.t_p2p
+        behind += b / v + costs.t_hop
         step = max(step, last_backward_end + tail)
         if per_backward:   # ZeRO-2: the stream may fall behind, one reduce-scatter per backward
             first_backward_start = last_backward_end - (m - 1) * slowest - b / v

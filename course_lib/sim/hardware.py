@@ -44,6 +44,9 @@ class HardwarePreset:
     # NICs of a node that collectives use (rail-optimised: one per GPU); None means one per device.
     # Across nodes a group gets min(its members per node, nics_per_node) x inter_node.bandwidth.
     nics_per_node: int | None = None
+    # Memory (HBM) bytes per second of one device: what the non-matmul layers (norms, softmax, dropout,
+    # activations, residual adds) run at. None: those layers are not costed (their time is folded in flops).
+    memory_bandwidth: float | None = None
 
     def __post_init__(self):
         amount(f"preset {self.name!r}: flops", self.flops, positive=True, unit="FLOP/s")
@@ -57,6 +60,9 @@ class HardwarePreset:
         whole(f"preset {self.name!r}: segments_in_flight", self.segments_in_flight)
         if self.nics_per_node is not None:
             whole(f"preset {self.name!r}: nics_per_node", self.nics_per_node)
+        if self.memory_bandwidth is not None:
+            amount(f"preset {self.name!r}: memory_bandwidth", self.memory_bandwidth, positive=True,
+                   unit="bytes/s")
         if self.peak_flops is not None and self.peak_flops < self.flops:
             raise ValueError(f"preset {self.name!r}: peak_flops ({self.peak_flops:g}) is below the "
                              f"sustained flops ({self.flops:g}); peak must be >= sustained")

@@ -78,7 +78,7 @@ def lower_stage(stage: int, placed: list, costs) -> list:
             else:
                 pending_total += pending
         target = j + 1 if phase == "F" else j - 1
-        if p > 1 and 0 <= target <= last and target % p != stage:
+        if p > 1 and c.p2p_overlap and 0 <= target <= last and target % p != stage:   # else in the blocks
             what = "activation" if phase == "F" else "gradient"
             events.append((t, t + costs.t_p2p, "comm", f"{tag}send {what} -> stage {target % p}"))
         t_clock = t

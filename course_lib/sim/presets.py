@@ -9,6 +9,9 @@ from .hardware import HardwarePreset, Link
 
 # Sustained rate assumed for large bf16 GEMMs: 75 % of the data-sheet peak. This is an assumption,
 # not a measurement; `dataclasses.replace(preset, flops=...)` or course_lib.dist.calibrate() change it.
+# A bound on it for the A100: Korthikanti et al. 2022 (arXiv 2205.05198, abstract) reached 54.2% MFU
+# end to end on 2,240 A100 (530B model), pipeline bubble and communication included, so the matmuls
+# themselves ran well above that. Non-matmul layers are costed apart, at ``memory_bandwidth``.
 GEMM_EFFICIENCY = 0.75
 
 # Per-hop latencies of NCCL's own cost model (src/graph/tuning.cc, hwLat, ring, Simple protocol):
@@ -34,6 +37,7 @@ H100 = HardwarePreset(
     # One ConnectX-7 NDR InfiniBand port (400 Gb/s = 50 GB/s) per GPU: 8 per node, rail-optimised.
     inter_node=Link(latency=NETWORK_HOP_LATENCY, bandwidth=50e9),
     nics_per_node=8,
+    memory_bandwidth=3.35e12,   # HBM3, H100 SXM data sheet: 3.35 TB/s
     source="NVIDIA DGX H100 data sheet: 8x H100 SXM 80 GB, 989 TFLOP/s dense BF16, NVLink 4 "
            "900 GB/s per GPU, 8x ConnectX-7 400 Gb/s (one per GPU) for compute traffic; per-hop "
            "latencies from NCCL's tuning model (src/graph/tuning.cc: 3.4 us NVLink, 14 us network)",
@@ -49,6 +53,7 @@ A100 = HardwarePreset(
     # One ConnectX-6 HDR InfiniBand port (200 Gb/s = 25 GB/s) per GPU: 8 per node, rail-optimised.
     inter_node=Link(latency=NETWORK_HOP_LATENCY, bandwidth=25e9),
     nics_per_node=8,
+    memory_bandwidth=2.039e12,  # HBM2e, A100 80 GB SXM data sheet: 2,039 GB/s
     source="NVIDIA DGX A100 data sheet: 8x A100 SXM 80 GB, 312 TFLOP/s dense BF16, NVLink 3 "
            "600 GB/s per GPU, 8x ConnectX-6 200 Gb/s (one per GPU) for compute traffic; per-hop "
            "latencies from NCCL's tuning model (src/graph/tuning.cc: 3.4 us NVLink, 14 us network)",

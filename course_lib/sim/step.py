@@ -45,7 +45,7 @@ def simulate_training_step(model, cluster, dp: int = 1, tp: int = 1, pp: int = 1
     costs = CostModel(config, cluster)
     schedule = pipeline_schedule(config.pipeline_kind, pp, microbatches, config.virtual_stages)
     fwd, bwd = costs.stage_times()
-    placed, _ = play_schedule(schedule, fwd, bwd, costs.t_p2p)
+    placed, _ = play_schedule(schedule, fwd, bwd, costs.t_hop)
 
     from .lowering import lower_stage
     stage_events = [lower_stage(s, placed[s], costs) for s in range(pp)]

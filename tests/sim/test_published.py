@@ -1,5 +1,7 @@
 """The simulator against published production runs, with the settings their papers give (sim/published.py)."""
 
+import dataclasses
+
 import pytest
 
 from course_lib import sim
@@ -16,14 +18,34 @@ def test_llama3_405b_runs_fit_and_come_within_4_points_of_their_published_mfu(ru
     assert abs(report.mfu - run.published_mfu) < 0.04, (report.mfu, run.published_mfu)
 
 
-def test_megatron_1t_fits_and_its_remaining_gap_is_the_one_the_notebook_states():
-    # Known limitation (chapter 08 says so): the A100 preset's assumed 75% sustained GEMM rate is above
-    # what this run reached, so the simulator is optimistic here by about 5.5 points.
+def test_megatron_1t_fits_and_comes_within_4_points_of_its_published_mfu_still_optimistic():
+    # Known limitation (chapter 08 says so): 2021's blocking pipeline sends are not modelled, so the
+    # simulator stays optimistic, by about 3 points since it streams the non-matmul work through HBM.
     run = sim.published.MEGATRON_1T_RUN
     report = sim.simulate_published(run)
     assert report.peak_memory <= 80e9
-    assert 0.04 < report.mfu - run.published_mfu < 0.07
-    assert run.published_mfu == pytest.approx(0.39, abs=0.005)   # 52% of peak, recompute FLOPs removed
+    assert 0.02 < report.mfu - run.published_mfu < 0.04, (report.mfu, run.published_mfu)
+    assert run.published_mfu == pytest.approx(0.392, abs=0.001)   # 52% of peak, recompute FLOPs removed
+
+
+def test_megatron_1t_interleaved_as_its_notes_say_is_2_points_faster_in_the_simulator():
+    run = sim.published.MEGATRON_1T_RUN
+    interleaved = dataclasses.replace(run, layout=dict(run.layout, schedule="interleaved_1f1b",
+                                                        virtual_stages=2))
+    gain = sim.simulate_published(interleaved).mfu - sim.simulate_published(run).mfu
+    assert round(100 * gain) == 2
+
+
+def test_memory_bound_layers_cost_time_only_where_the_preset_gives_a_memory_bandwidth():
+    run = sim.published.MEGATRON_1T_RUN
+    cluster = sim.make_cluster(run.gpus // 8, 8, preset=run.preset)
+    free = dataclasses.replace(cluster, preset=dataclasses.replace(cluster.preset, memory_bandwidth=None))
+    with_hbm = sim.simulate_training_step(run.model, cluster, **run.layout)
+    without = sim.simulate_training_step(run.model, free, **run.layout)
+    # 2 x Korthikanti's stored bytes per layer (1.10 GB here) at 2,039 GB/s, forward, recompute, 2x backward
+    assert with_hbm.step_time > without.step_time * 1.04
+    with pytest.raises(ValueError, match="memory_bandwidth"):
+        dataclasses.replace(cluster.preset, memory_bandwidth=-1.0)
 
 
 def test_megatron_1t_has_its_published_size():

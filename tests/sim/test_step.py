@@ -1,5 +1,7 @@
 """simulate_training_step from 0D to 4D: hand-computed small cases and the orderings the course shows."""
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,12 +18,15 @@ from course_lib.sim import (
     make_cluster,
     simulate_training_step,
 )
+from course_lib.sim.presets import H100
 
 SMALL = TransformerSpec(8, 1024, 16, 1024, 32000, name="small")
+# The H100 with its non-matmul layers free (no memory bandwidth): step times are the matmuls' alone.
+MATMULS_ONLY = dataclasses.replace(H100, memory_bandwidth=None)
 
 
 def test_single_device_step_is_training_flops_over_flops():
-    cluster = make_cluster(1, 1)
+    cluster = make_cluster(1, 1, preset=MATMULS_ONLY)
     report = simulate_training_step(SMALL, cluster)
     expected = SMALL.training_flops(1024) / cluster.preset.flops
     assert report.step_time == pytest.approx(expected)
@@ -172,7 +177,7 @@ def test_no_layout_beats_perfect_scaling(dp, tp, pp, cp, zero, groups, schedule,
 
 @pytest.mark.parametrize("zero", [2, 3])
 def test_zero_2_and_3_with_pipeline_parallel_pay_per_micro_batch(zero):
-    cluster = make_cluster(1, 4)
+    cluster = make_cluster(1, 4, preset=MATMULS_ONLY)   # longer layers would hide ZeRO-3's gathers
     options = dict(dp=2, pp=2, microbatches=4, global_batch=8)
     base = simulate_training_step(SMALL, cluster, zero_stage=1, **options)
     report = simulate_training_step(SMALL, cluster, zero_stage=zero, **options)
