@@ -106,8 +106,12 @@ class CostModel:
             return block
         share = c.tp * c.cp
         attn_flops, mlp_flops = model.layer_forward_flops(self.tokens)
-        t_attn, t_mlp = self._seconds(attn_flops / share), self._seconds(mlp_flops / share)
         core = self._seconds(4 * model.seq_len * model.hidden * self.tokens / share)
+        # The FLOP count (PaLM's, for MFU) ignores the causal mask; FlashAttention skips the masked half of
+        # the scores (Dao 2023, FlashAttention-2, section 3.1.1). Selective recompute stands for it here.
+        skipped = core / 2 if c.recompute == "selective" else 0.0
+        t_attn, t_mlp = self._seconds(attn_flops / share) - skipped, self._seconds(mlp_flops / share)
+        core -= skipped
         act_bytes = self.tokens / c.cp * model.hidden * 2
         t_tp = collective_time("all_reduce", act_bytes, c.tp, self.tp_link)
         tp_label = "TP all-gather+reduce-scatter" if c.sp else "TP all-reduce"

@@ -8,7 +8,7 @@ from course_lib import sim
 from course_lib.sim.config import make_config
 from course_lib.sim.memory import activation_terms
 
-LLAMA_RUNS = [sim.published.LLAMA3_8K, sim.published.LLAMA3_16K]
+LLAMA_RUNS = [sim.published.LLAMA3_8K, sim.published.LLAMA3_16K, sim.published.LLAMA3_128K]
 
 
 @pytest.mark.parametrize("run", LLAMA_RUNS, ids=lambda r: r.name)
@@ -46,6 +46,29 @@ def test_memory_bound_layers_cost_time_only_where_the_preset_gives_a_memory_band
     assert with_hbm.step_time > without.step_time * 1.04
     with pytest.raises(ValueError, match="memory_bandwidth"):
         dataclasses.replace(cluster.preset, memory_bandwidth=-1.0)
+
+
+def test_the_long_context_run_is_table_4s_third_row():
+    run = sim.published.LLAMA3_128K
+    layout = run.layout
+    assert layout["dp"] * layout["tp"] * layout["pp"] * layout["cp"] == run.gpus == 16384
+    assert layout["global_batch"] * run.model.seq_len == 16 * 2**20 // 8192 * 8192   # 16M tokens a step
+    report = sim.simulate_published(run)
+    labels = {e.label for e in report.timeline.events(0) if e.kind == "comm"}
+    assert any("CP all-gather KV" in label for label in labels)
+
+
+def test_causal_counting_converts_as_the_notes_say():
+    from course_lib.sim.published import causal_to_model_flops
+    model = sim.published.LLAMA3_405B_128K
+    full = model.training_flops(model.seq_len)
+    scores = 3 * model.layers * 4 * model.seq_len**2 * model.hidden
+    assert round(100 * scores / full) == 57                       # "the scores are 57% of PaLM's count"
+    assert causal_to_model_flops(sim.LLAMA3_405B) == pytest.approx(1.04, abs=0.005)
+    # PaLM's count would put the 128K stage's real rate 29% below the 8K stage's on 16,384 GPUs
+    real_128k = 380 / causal_to_model_flops(model)
+    real_8k = 400 / causal_to_model_flops(sim.LLAMA3_405B)
+    assert round(100 * (1 - real_128k / real_8k)) == 29
 
 
 def test_megatron_1t_has_its_published_size():
