@@ -3,12 +3,14 @@
 
 Goal: under 5 s per cluster size (chapter 08's search is interactive). Prints the median wall time of 3 runs
 and the CPU time of this process (on a shared machine other people's load only ever adds wall time), the
-layout count, the pick, and the ratio to one full simulated step per layout (what the old search did).
+first run's wall time (a notebook's first search, before any cache is warm), the load average, the layout
+count, the pick, and the ratio to one full simulated step per layout (what the old search did).
 Run: .venv/bin/python benchmarks/bench_layouts.py
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -44,7 +46,8 @@ def main() -> None:
               f"{'met' if min(median, median_cpu) < GOAL_S else 'MISSED'}); one full simulated step of the "
               f"pick takes {one_step:.2f} s CPU, so simulating every layout would take "
               f"~{one_step * len(rows):.0f} s CPU ({one_step * len(rows) / median_cpu:.0f}x)")
-        print(f"        pick: {layout}, step {best['step_time']:.2f} s, MFU {100 * best['mfu']:.1f} %")
+        print(f"        pick: {layout}, step {best['step_time']:.2f} s, MFU {100 * best['mfu']:.1f} %; "
+              f"first run {times[0]:.2f} s wall; load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -81,13 +81,19 @@ def group_link(cluster, dims, degrees: dict, placement):
 @functools.lru_cache(maxsize=256)
 def _group_shapes(dims: tuple, degree_items: tuple, placement: tuple, gpus_per_node: int) -> list:
     """Distinct (nodes spanned, fewest members on one node) over every group along ``dims``."""
+    # A group is its first rank (base) plus fixed offsets; with nodes of consecutive ranks, which nodes
+    # its members share depends only on base % gpus_per_node, so at most gpus_per_node groups are counted
+    # instead of every rank of the cluster (16,384 of them took seconds).
     degrees = dict(degree_items)
     step = strides(degrees, placement)
-    groups: dict = {}
-    for rank in range(math.prod(degrees.values())):
-        coords = coordinates(rank, degrees, placement)
-        groups.setdefault(rank - sum(coords[d] * step[d] for d in dims), []).append(rank)
-    counts = (members_per_node(members, gpus_per_node) for members in groups.values())
+    offsets = [0]
+    for d in dims:
+        offsets = [o + i * step[d] for o in offsets for i in range(degrees[d])]
+    residues = {0}
+    for d in degrees:
+        if d not in dims:
+            residues = {(r + i * step[d]) % gpus_per_node for r in residues for i in range(degrees[d])}
+    counts = (members_per_node([r + o for o in offsets], gpus_per_node) for r in residues)
     return sorted({(len(c), min(c.values())) for c in counts})
 
 

@@ -13,19 +13,53 @@ class _CommStream:
         self.costs, self.events, self.clock = costs, events, 0.0
         c = costs.config
         self.degree, self.link, self.algorithm = costs.shard_degree, costs.dp_link, c.dp_algorithm
+        self.known: dict = {}   # (op, nbytes) -> (seconds, size label): every micro-batch repeats them
 
     def launch(self, op: str, nbytes: float, issue: float, label: str) -> float:
-        seconds = collective_time(op, nbytes, self.degree, self.link, self.algorithm)
+        known = self.known.get((op, nbytes))
+        if known is None:
+            known = self.known[op, nbytes] = (collective_time(op, nbytes, self.degree, self.link,
+                                                              self.algorithm), f" ({nbytes / 1e6:.3g} MB)")
+        seconds, size = known
         start = self.clock if self.clock > issue else issue
         self.clock = start + seconds
         if seconds > 0:
-            self.events.append((start, self.clock, "comm", f"{label} ({nbytes / 1e6:.3g} MB)"))
+            self.events.append((start, self.clock, "comm", label + size))
         return self.clock
 
     def gather(self, block, param_bytes: float, issue: float, tag: str) -> float:
         """FSDP: all-gather one block's parameter shards before it runs."""
         label = f"{tag}FSDP all-gather {block.name}"
         return self.launch("all_gather", block.params * param_bytes, issue, label)
+
+
+def _back_to_back(order: list, phase: str) -> tuple:
+    """A piece's events with its blocks back to back from 0, each block's (end, parameters), its length."""
+    flat, ends, t = [], [], 0.0
+    for block in order:
+        rel = block.fwd if phase == "F" else block.bwd
+        flat.extend((t + a, t + b, kind, label) for a, b, kind, label in rel)
+        t += block.fwd_time if phase == "F" else block.bwd_time
+        ends.append((t, block.params))
+    return flat, ends, t
+
+
+def _fsdp_piece(stream, order: list, phase: str, t: float, tag: str, c) -> float:
+    """ZeRO-3: each block waits for its all-gathered parameters; backwards reduce-scatter their grads."""
+    gathered = {0: stream.gather(order[0], c.param_bytes, t, tag)}
+    for i, block in enumerate(order):
+        t = max(t, gathered[i])
+        if c.prefetch and i + 1 < len(order):
+            gathered[i + 1] = stream.gather(order[i + 1], c.param_bytes, t, tag)
+        rel = block.fwd if phase == "F" else block.bwd
+        stream.events.extend([(t + a, t + b, kind, tag + label) for a, b, kind, label in rel])
+        t += block.fwd_time if phase == "F" else block.bwd_time
+        if not c.prefetch and i + 1 < len(order):
+            gathered[i + 1] = stream.gather(order[i + 1], c.param_bytes, t, tag)
+        if phase == "B":
+            stream.launch("reduce_scatter", block.params * c.grad_bytes, t,
+                          f"{tag}FSDP reduce-scatter grad {block.name}")
+    return t
 
 
 def lower_stage(stage: int, placed: list, costs) -> list:
@@ -40,36 +74,28 @@ def lower_stage(stage: int, placed: list, costs) -> list:
     sync_op = "all_reduce" if zero == 0 else "reduce_scatter"
     pending_total = 0.0
     t_clock = 0.0
+    back_to_back: dict = {}   # (phase, piece) -> its blocks' events from 0: every micro-batch repeats them
     for index, ((phase, mb, chunk), start, _) in enumerate(placed):
         j = chunk * p + stage
         blocks = costs.pieces[j]
         t = t_clock if t_clock > start else start
         tag = f"{phase}{mb} " if v == 1 else f"{phase}{mb}.{chunk} "
         order = blocks if phase == "F" else blocks[::-1]
-        gathered = {}
-        if zero == 3:
-            gathered[0] = stream.gather(order[0], param_bytes, t, tag)
         sync = phase == "B" and (zero >= 2 or index == last_backward[chunk])
         pending, buckets_sent = 0.0, 0
-        for i, block in enumerate(order):
-            if zero == 3:
-                t = max(t, gathered[i])
-                if c.prefetch and i + 1 < len(order):
-                    gathered[i + 1] = stream.gather(order[i + 1], param_bytes, t, tag)
-            rel = block.fwd if phase == "F" else block.bwd
-            events.extend([(t + a, t + b, kind, tag + label) for a, b, kind, label in rel])
-            t += block.fwd_time if phase == "F" else block.bwd_time
-            if zero == 3:
-                if not c.prefetch and i + 1 < len(order):
-                    gathered[i + 1] = stream.gather(order[i + 1], param_bytes, t, tag)
-                if phase == "B":
-                    stream.launch("reduce_scatter", block.params * grad_bytes, t,
-                                  f"{tag}FSDP reduce-scatter grad {block.name}")
-            elif sync:
-                pending += block.params * grad_bytes
+        if zero == 3:
+            t = _fsdp_piece(stream, order, phase, t, tag, c)
+        else:
+            if (phase, j) not in back_to_back:
+                back_to_back[phase, j] = _back_to_back(order, phase)
+            flat, ends, length = back_to_back[phase, j]
+            events.extend([(t + a, t + b, kind, tag + label) for a, b, kind, label in flat])
+            for end, params in (ends if sync else ()):
+                pending += params * grad_bytes
                 if c.overlap and pending >= (c.bucket_bytes if buckets_sent else c.first_bucket_bytes):
-                    stream.launch(sync_op, pending, t, f"{tag}DP {sync_op} bucket")
+                    stream.launch(sync_op, pending, t + end, f"{tag}DP {sync_op} bucket")
                     pending, buckets_sent = 0.0, buckets_sent + 1
+            t += length
         if sync and pending > 0:
             if c.overlap:
                 stream.launch(sync_op, pending, t, f"{tag}DP {sync_op} bucket")

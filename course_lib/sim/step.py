@@ -6,6 +6,8 @@ stage level, lowers each stage to events, and gives every rank its stage's lane.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from .config import make_config
 from .costs import CostModel
 from .layout import strides
@@ -55,7 +57,7 @@ def simulate_training_step(model, cluster, dp: int = 1, tp: int = 1, pp: int = 1
     timeline = Timeline([f"rank {r}" for r in range(world)], [stage_events[s] for s in stage_of_rank],
                         title=f"{getattr(model, 'name', 'model')}: dp={dp} tp={tp} pp={pp} cp={cp} "
                               f"zero={zero_stage}", lane_groups=[f"stage {s}" for s in stage_of_rank])
-    step_time = max((max(e[1] for e in events) for events in stage_events if events), default=0.0)
+    step_time = max((max(map(itemgetter(1), events)) for events in stage_events if events), default=0.0)
     tokens = config.batch * getattr(model, "seq_len", 1)
     return StepReport(config, cluster, timeline, step_time, memory, stage_of_rank,
                       model_flops=model.training_flops(tokens), tokens=tokens)
