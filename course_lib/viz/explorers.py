@@ -101,7 +101,7 @@ def _redraw_pipeline(ax, bars, timeline) -> None:
 
 def pipeline_explorer():
     """GPipe, 1F1B and interleaved 1F1B: bubble, makespan and activations held, as a timeline."""
-    kind = choice("schedule", list(sim.pipeline.KINDS), "1f1b")
+    kind = choice("schedule", list(sim.step.schedules.KINDS), "1f1b")
     stages = slider("stages", [1, 2, 3, 4, 6, 8], 4)
     micro = slider("micro-batches", [1, 2, 4, 6, 8, 12, 16, 32], 8)
     virtual = slider("virtual stages", [1, 2, 3, 4], 1)

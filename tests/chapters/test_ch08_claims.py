@@ -26,19 +26,19 @@ def test_llama3_layout_played_naively_overflows_on_stage_0():
 
 
 def test_with_their_published_settings_both_llama_runs_come_within_two_points():
-    for run in (sim.published.LLAMA3_8K, sim.published.LLAMA3_16K):
+    for run in (sim.search.published.LLAMA3_8K, sim.search.published.LLAMA3_16K):
         assert abs(sim.simulate_published(run).mfu - run.published_mfu) < 0.02, run.name
 
 
 def test_interleaving_the_8k_run_overflows_so_it_is_played_with_1f1b():
-    run = sim.published.LLAMA3_8K
+    run = sim.search.published.LLAMA3_8K
     layout = dict(run.layout, schedule="interleaved_1f1b", virtual_stages=2,
                   stage_layers=sim.ends_lighter(126, 16, 2))
     assert not all(m.fits for m in sim.memory_per_device(run.model, preset="h100", **layout))
 
 
 def test_megatron_1t_comes_out_about_5_points_too_high():
-    run = sim.published.MEGATRON_1T_RUN
+    run = sim.search.published.MEGATRON_1T_RUN
     assert 0.045 < sim.simulate_published(run).mfu - run.published_mfu < 0.065
 
 

@@ -3,7 +3,7 @@ DDP gradient buckets overlapping the backward, ZeRO reduce-scatters and FSDP all
 
 from __future__ import annotations
 
-from .collectives import collective_time
+from ..collectives.cost import collective_time
 
 
 class _CommStream:

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from numbers import Integral
 
-from .checks import amount, one_of, whole
-from .collectives import ALGORITHMS
+from ..checks import amount, one_of, whole
+from ..collectives.cost import ALGORITHMS
+from ..memory.formulas import RECOMPUTE
+from ..step.schedules import KINDS
 from .layout import DEFAULT_PLACEMENT, check_degrees, check_placement, split_layers
-from .memory import RECOMPUTE
-from .pipeline import KINDS
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .collectives import collective_time
-from .layout import group_link
+from ..collectives.cost import collective_time
+from ..job.layout import group_link
 
 
 @dataclass
