@@ -15,7 +15,7 @@ from course_lib import sim
 from .memory_plot import plot_memory
 from .placement_plot import plot_placement
 from .style import COLORS
-from .timeline import plot_timeline
+from .timeline_plot import plot_timeline
 from .widgets_common import RenderedFigure, choice, explorer, slider
 
 GPT_1B = sim.TransformerSpec(24, 2048, 16, 2048, 50257, name="GPT 1.3B")
