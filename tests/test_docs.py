@@ -61,3 +61,16 @@ def test_readme_is_a_page_with_the_router_on_its_first_screen():
     for audience in ("student", "instructor", "HPC staff", "contributor"):
         assert audience in first_screen, f"README's first screen does not route the {audience}"
     assert "make lab" in first_screen and "make test" in first_screen
+
+
+def test_readme_layout_draws_every_course_lib_folder():
+    """Each package folder of course_lib has its line in README's layout tree, at its depth."""
+    readme = (ROOT / "README.md").read_text()
+    tree = readme[readme.index("## Layout"):].split("```")[1]
+    drawn = {(len(line) - len(line.lstrip()), line.split()[0]) for line in tree.splitlines() if line.strip()}
+    course_lib = ROOT / "course_lib"
+    for package in sorted(course_lib.rglob("__init__.py")):
+        folder = package.parent
+        depth = len(folder.relative_to(ROOT).parts) - 1
+        assert (2 * depth, f"{folder.name}/") in drawn, \
+            f"README's layout tree has no line for {folder.relative_to(ROOT)}/ (indented {2 * depth} spaces)"

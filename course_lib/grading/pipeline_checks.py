@@ -14,7 +14,7 @@ from course_lib import sim
 from course_lib.dist import RankFailure, RanksHungError, run_ranks
 from course_lib.grading.rank_attempt import fail_with
 from course_lib.grading.student_function import as_student_function
-from course_lib.sim import pipeline as sim_pipeline
+from course_lib.sim.step import schedules as sim_pipeline
 
 REFUSED = ("one_f_one_b must build the schedule itself: calling course_lib.sim.pipeline_schedule, the "
            "course's own generator, is not allowed in this exercise")

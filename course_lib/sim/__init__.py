@@ -1,9 +1,15 @@
 """Virtual-clock cluster simulator: collectives, pipelines, memory and whole training steps, 0D to 4D.
 
 Plain Python (no torch, no matplotlib); every time is in seconds of a virtual clock, every size in bytes.
+Sub-packages, in the order a step flows: job, cluster, collectives, memory, step, search; devices holds the
+message-level simulated GPU. Every public name is imported here: import from course_lib.sim.
 """
 
-from .collectives import (
+from .cluster.hardware import HardwarePreset, Link
+from .cluster.network import GroupLink
+from .cluster.presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
+from .cluster.topology import Cluster, make_cluster
+from .collectives.cost import (
     ALGORITHM_OPS,
     ALGORITHMS,
     OPS,
@@ -13,32 +19,18 @@ from .collectives import (
     collective_time,
     ring_segments,
 )
-from .config import StepConfig
-from .hardware import HardwarePreset, Link
-from .memory import (
-    MemoryBreakdown,
-    OutOfMemoryError,
-    activation_memory_per_layer,
-    zero_memory_breakdown,
-    zero_memory_per_device,
+from .collectives.timelines import (
+    collective_timeline,
+    parameter_server_timeline,
+    ring_timeline,
+    tree_timeline,
 )
-from .memory_plan import memory_per_device
-from .network import GroupLink
-from .pipeline import Schedule, bubble_fraction_formula, pipeline_schedule, simulate_pipeline
-from .presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
-from .published import PUBLISHED_RUNS, PublishedRun, ends_lighter, simulate_published
-from .report import StepReport
-from .ring import collective_timeline, parameter_server_timeline, ring_timeline, tree_timeline
-from .search import format_layouts, search_layouts
-from .seed_examples import seed_0d, seed_1d
-from .seed_gpu import SimulatedGPU, SimulatedNetwork, simulated_gpus
-from .seed_nd import seed_nd
-from .step import simulate_training_step
-from .strategies import STRATEGIES, strategy
-from .timeline import Event, Timeline
-from .topology import Cluster, make_cluster
-from .traffic import zero_traffic_per_device
-from .transformer import (
+from .collectives.traffic import zero_traffic_per_device
+from .devices.examples_0d_1d import seed_0d, seed_1d
+from .devices.examples_2d_to_4d import seed_nd
+from .devices.simulated_gpu import SimulatedGPU, SimulatedNetwork, simulated_gpus
+from .job.config import StepConfig
+from .job.model_specs import (
     COURSE_MLP,
     GPT3_175B,
     LLAMA3_8B,
@@ -48,6 +40,21 @@ from .transformer import (
     MLPSpec,
     TransformerSpec,
 )
+from .job.strategies import STRATEGIES, strategy
+from .memory.formulas import (
+    MemoryBreakdown,
+    OutOfMemoryError,
+    activation_memory_per_layer,
+    zero_memory_breakdown,
+    zero_memory_per_device,
+)
+from .memory.plan import memory_per_device
+from .search.published import PUBLISHED_RUNS, PublishedRun, ends_lighter, simulate_published
+from .search.search import format_layouts, search_layouts
+from .step.schedules import Schedule, bubble_fraction_formula, pipeline_schedule, simulate_pipeline
+from .step.step_report import StepReport
+from .step.training_step import simulate_training_step
+from .timeline import Event, Timeline
 
 __all__ = [
     "A100", "activation_memory_per_layer", "algorithm_bandwidth", "ALGORITHMS",

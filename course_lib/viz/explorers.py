@@ -15,7 +15,7 @@ from course_lib import sim
 from .memory_plot import plot_memory
 from .placement_plot import plot_placement
 from .style import COLORS
-from .timeline import plot_timeline
+from .timeline_plot import plot_timeline
 from .widgets_common import RenderedFigure, choice, explorer, slider
 
 GPT_1B = sim.TransformerSpec(24, 2048, 16, 2048, 50257, name="GPT 1.3B")
@@ -101,7 +101,7 @@ def _redraw_pipeline(ax, bars, timeline) -> None:
 
 def pipeline_explorer():
     """GPipe, 1F1B and interleaved 1F1B: bubble, makespan and activations held, as a timeline."""
-    kind = choice("schedule", list(sim.pipeline.KINDS), "1f1b")
+    kind = choice("schedule", list(sim.step.schedules.KINDS), "1f1b")
     stages = slider("stages", [1, 2, 3, 4, 6, 8], 4)
     micro = slider("micro-batches", [1, 2, 4, 6, 8, 12, 16, 32], 8)
     virtual = slider("virtual stages", [1, 2, 3, 4], 1)

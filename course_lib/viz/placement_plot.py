@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from course_lib.sim.layout import DEFAULT_PLACEMENT, check_degrees, check_placement, coordinates
+from course_lib.sim.job.layout import DEFAULT_PLACEMENT, check_degrees, check_placement, coordinates
 
 
 def plot_placement(nodes: int, gpus_per_node: int, dp: int = 1, tp: int = 1, pp: int = 1, cp: int = 1,

@@ -26,24 +26,24 @@ def test_llama3_layout_played_naively_overflows_on_stage_0():
 
 
 def test_with_their_published_settings_both_8k_llama_runs_come_within_two_points():
-    for run in (sim.published.LLAMA3_8K, sim.published.LLAMA3_16K):
+    for run in (sim.search.published.LLAMA3_8K, sim.search.published.LLAMA3_16K):
         assert abs(sim.simulate_published(run).mfu - run.published_mfu) < 0.02, run.name
 
 
 def test_the_128k_context_run_comes_within_two_and_a_half_points():
-    run = sim.published.LLAMA3_128K
+    run = sim.search.published.LLAMA3_128K
     assert abs(sim.simulate_published(run).mfu - run.published_mfu) < 0.025
 
 
 def test_interleaving_the_8k_run_overflows_so_it_is_played_with_1f1b():
-    run = sim.published.LLAMA3_8K
+    run = sim.search.published.LLAMA3_8K
     layout = dict(run.layout, schedule="interleaved_1f1b", virtual_stages=2,
                   stage_layers=sim.ends_lighter(126, 16, 2))
     assert not all(m.fits for m in sim.memory_per_device(run.model, preset="h100", **layout))
 
 
 def test_megatron_1t_comes_out_about_3_5_points_too_high():
-    run = sim.published.MEGATRON_1T_RUN
+    run = sim.search.published.MEGATRON_1T_RUN
     assert 0.03 < sim.simulate_published(run).mfu - run.published_mfu < 0.04
 
 
@@ -57,8 +57,8 @@ def test_on_1024_gpus_most_layouts_do_not_fit_and_the_best_has_hundreds_of_micro
 
 
 def test_llama_figures_go_up_4_and_40_percent_and_the_cp_all_gathers_hide_behind_attention():
-    from course_lib.sim.published import causal_to_model_flops
-    run = sim.published.LLAMA3_128K
+    from course_lib.sim.search.published import causal_to_model_flops
+    run = sim.search.published.LLAMA3_128K
     assert round(100 * (causal_to_model_flops(sim.LLAMA3_405B) - 1)) == 4
     assert round(100 * (causal_to_model_flops(run.model) - 1)) == 40
     assert run.model.heads // run.model.num_kv_heads == 16

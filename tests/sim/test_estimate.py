@@ -5,9 +5,10 @@ import itertools
 import pytest
 
 from course_lib import sim
-from course_lib.sim.config import make_config
-from course_lib.sim.estimate import estimate_step_time
-from course_lib.sim.memory_plan import peak_chunks_in_flight, played_peak_chunks_in_flight
+from course_lib.sim.job.config import make_config
+from course_lib.sim.memory.plan import peak_chunks_in_flight, played_peak_chunks_in_flight
+from course_lib.sim.search.estimate import estimate_step_time
+from course_lib.sim.step.schedules import KINDS
 
 SMALL = sim.TransformerSpec(8, 1024, 16, 2048, 32000, name="small")
 
@@ -65,7 +66,7 @@ def test_interleaved_estimate_is_within_a_fifth():
 
 def test_closed_form_peaks_equal_playing_the_schedule():
     model = sim.TransformerSpec(32, 256, 4, 128, 1000)
-    for p, m, kind in itertools.product((1, 2, 3, 4, 8), (1, 2, 3, 4, 5, 8, 12, 16), sim.pipeline.KINDS):
+    for p, m, kind in itertools.product((1, 2, 3, 4, 8), (1, 2, 3, 4, 5, 8, 12, 16), KINDS):
         for v in ((2, 3, 4) if kind == "interleaved_1f1b" else (1,)):
             if kind == "interleaved_1f1b" and (p == 1 or m < p or m % p):
                 continue

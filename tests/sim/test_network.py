@@ -15,9 +15,9 @@ from course_lib.sim import (
     make_cluster,
     simulated_gpus,
 )
-from course_lib.sim.layout import group_link as layout_group_link
-from course_lib.sim.presets import NCCL_MEASURED_BUSBW
-from course_lib.sim.seed_gpu import SimulatedGPU
+from course_lib.sim.cluster.presets import NCCL_MEASURED_BUSBW
+from course_lib.sim.devices.simulated_gpu import SimulatedGPU
+from course_lib.sim.job.layout import group_link as layout_group_link
 
 NVLINK_A, NET_A = 3.4e-6, 14e-6          # H100's per-hop latencies (NCCL tuning.cc)
 TWO_NODES = make_cluster(2, 8, "h100")

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.sim import Link, collective_time, make_cluster, ring_timeline
-from course_lib.sim.replay import RingPattern, replay_pattern, traffic_pattern
+from course_lib.sim.collectives.replay import RingPattern, replay_pattern, traffic_pattern
 
 ONE_LINK = Link(2e-5, 5e9)
 

@@ -18,7 +18,7 @@ from course_lib.sim import (
     make_cluster,
     simulate_training_step,
 )
-from course_lib.sim.presets import H100
+from course_lib.sim.cluster.presets import H100
 
 SMALL = TransformerSpec(8, 1024, 16, 1024, 32000, name="small")
 # The H100 with its non-matmul layers free (no memory bandwidth): step times are the matmuls' alone.

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .collectives import collective_time
-from .layout import group_link
-from .memory import activation_memory_per_layer
+from ..collectives.cost import collective_time
+from ..job.layout import group_link
+from ..memory.formulas import activation_memory_per_layer
 
 
 @dataclass

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from .checks import whole
+from ..checks import whole
 
 STRATEGIES = {
     "single_device": ("one device does everything", {}),

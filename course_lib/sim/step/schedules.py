@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .checks import amount, whole
-from .timeline import Timeline
+from ..checks import amount, whole
+from ..timeline import Timeline
 
 KINDS = ("gpipe", "1f1b", "interleaved_1f1b")
 

@@ -6,8 +6,8 @@ summed analytically instead of played event by event. tests/sim/test_estimate.py
 
 from __future__ import annotations
 
-from .collectives import collective_time
-from .costs import CostModel
+from ..collectives.cost import collective_time
+from ..step.costs import CostModel
 
 
 def _bucket_tail(blocks, costs, op: str, issue_gap: bool) -> tuple:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from .checks import amount, whole
-from .network import GroupLink
+from ..checks import amount, whole
+from ..cluster.network import GroupLink
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "scatter", "gather",
        "all_to_all")

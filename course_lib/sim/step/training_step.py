@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from operator import itemgetter
 
-from .config import make_config
+from ..job.config import make_config
+from ..job.layout import strides
+from ..memory.formulas import OutOfMemoryError
+from ..memory.plan import plan_memory
+from ..timeline import Timeline
 from .costs import CostModel
-from .layout import strides
-from .memory import OutOfMemoryError
-from .memory_plan import plan_memory
-from .pipeline import pipeline_schedule, play_schedule
-from .report import StepReport
-from .timeline import Timeline
+from .schedules import pipeline_schedule, play_schedule
+from .step_report import StepReport
 
 
 def simulate_training_step(model, cluster, dp: int = 1, tp: int = 1, pp: int = 1, cp: int = 1,

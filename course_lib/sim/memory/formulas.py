@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from numbers import Integral
 
-from .checks import amount, whole
+from ..checks import amount, whole
 
 RECOMPUTE = ("none", "selective", "full")
 GB = 1e9

@@ -5,8 +5,8 @@ A ring collective over n ranks of an S-byte buffer sends (n-1)/n S per rank (all
 
 from __future__ import annotations
 
-from .checks import whole
-from .memory import zero_memory_breakdown
+from ..checks import whole
+from ..memory.formulas import zero_memory_breakdown
 
 
 def zero_traffic_per_device(num_params: float, dp_degree: int, stage: int, microbatches: int = 1,

@@ -6,13 +6,13 @@ in full. Layouts that do not fit are kept at the end with the memory they would 
 
 from __future__ import annotations
 
-from .checks import one_of, whole
-from .config import check_model, make_config
+from ..checks import one_of, whole
+from ..job.config import check_model, make_config
+from ..memory.formulas import RECOMPUTE
+from ..memory.plan import plan_memory
+from ..step.schedules import KINDS
+from ..step.training_step import simulate_training_step
 from .estimate import estimate_step_time
-from .memory import RECOMPUTE
-from .memory_plan import plan_memory
-from .pipeline import KINDS
-from .step import simulate_training_step
 
 
 def _divisors(n: int) -> list:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .checks import whole
+from ..checks import whole
 from .hardware import Link
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .checks import whole
-from .collectives import collective_time
+from ..checks import whole
+from ..collectives.cost import collective_time
 from .hardware import HardwarePreset, Link
 from .network import GroupLink, group_link, members_per_node
 from .presets import get_preset

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .checks import amount, whole
+from ..checks import amount, whole
 
 
 @dataclass(frozen=True)

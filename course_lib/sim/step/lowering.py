@@ -3,7 +3,7 @@ DDP gradient buckets overlapping the backward, ZeRO reduce-scatters and FSDP all
 
 from __future__ import annotations
 
-from .collectives import collective_time
+from ..collectives.cost import collective_time
 
 
 class _CommStream:
@@ -70,7 +70,7 @@ def lower_stage(stage: int, placed: list, costs) -> list:
     events: list = []
     stream = _CommStream(costs, events)
     last_backward = {op[2]: i for i, (op, _, _) in enumerate(placed) if op[0] == "B"}
-    grad_bytes, param_bytes = c.grad_bytes, c.param_bytes
+    grad_bytes = c.grad_bytes
     sync_op = "all_reduce" if zero == 0 else "reduce_scatter"
     pending_total = 0.0
     t_clock = 0.0
@@ -108,10 +108,18 @@ def lower_stage(stage: int, placed: list, costs) -> list:
             what = "activation" if phase == "F" else "gradient"
             events.append((t, t + costs.t_p2p, "comm", f"{tag}send {what} -> stage {target % p}"))
         t_clock = t
+    _after_last_op(stage, costs, stream, pending_total, t_clock)
+    return events
+
+
+def _after_last_op(stage: int, costs, stream: _CommStream, pending_total: float, t_clock: float) -> None:
+    """The step's end: gradients not yet synchronised (no overlap), then ZeRO-1/2's parameter all-gather."""
+    c = costs.config
+    sync_op = "all_reduce" if c.zero_stage == 0 else "reduce_scatter"
     if pending_total > 0:
         stream.launch(sync_op, pending_total, t_clock, f"DP {sync_op} gradients")
-    if zero in (1, 2):
-        params = sum(b.params for j in range(stage, last + 1, p) for b in costs.pieces[j])
-        stream.launch("all_gather", params * param_bytes, max(stream.clock, t_clock),
+    if c.zero_stage in (1, 2):
+        last = c.pp * c.virtual_stages - 1
+        params = sum(b.params for j in range(stage, last + 1, c.pp) for b in costs.pieces[j])
+        stream.launch("all_gather", params * c.param_bytes, max(stream.clock, t_clock),
                       "ZeRO all-gather updated parameters")
-    return events

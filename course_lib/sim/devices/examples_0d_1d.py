@@ -6,8 +6,8 @@ seed describes its 1D example as a ring all-reduce; ring="seed" is a naive loop 
 
 from __future__ import annotations
 
-from .checks import amount, whole
-from .seed_gpu import simulated_gpus
+from ..checks import amount, whole
+from .simulated_gpu import simulated_gpus
 
 ITEMS = 16
 UNITS_PER_ITEM = 20

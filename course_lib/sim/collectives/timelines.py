@@ -6,9 +6,9 @@ of each event: phase, step, chunk, src, dst, nbytes.
 
 from __future__ import annotations
 
-from .checks import whole
-from .collectives import _check, check_link
-from .timeline import Timeline
+from ..checks import whole
+from ..timeline import Timeline
+from .cost import _check, check_link
 
 RING_OPS = ("all_reduce", "reduce_scatter", "all_gather")
 SERVER_OPS = ("all_reduce", "reduce", "broadcast")

@@ -5,10 +5,10 @@ Ranks are laid out as Megatron-LM does (tp innermost, then cp, dp, pp); every me
 
 from __future__ import annotations
 
-from .checks import amount, whole
-from .layout import DEFAULT_PLACEMENT, coordinates, strides
-from .seed_examples import GRADIENT_UNITS, ITEMS, UNITS_PER_ITEM
-from .seed_gpu import simulated_gpus
+from ..checks import amount, whole
+from ..job.layout import DEFAULT_PLACEMENT, coordinates, strides
+from .examples_0d_1d import GRADIENT_UNITS, ITEMS, UNITS_PER_ITEM
+from .simulated_gpu import simulated_gpus
 
 ACTIVATION_UNITS = 10   # our choice: data units of one item's activations at a stage boundary
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from .checks import amount, whole
-from .timeline import Timeline
+from ..checks import amount, whole
+from ..timeline import Timeline
 
 # The seed's constants (its gpu.py): seconds per unit of compute, per message, per unit of data.
 SECONDS_PER_COMPUTE_UNIT = 0.1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .transformer import LLAMA3_405B, TransformerSpec
+from ..job.model_specs import LLAMA3_405B, TransformerSpec
 
 # Megatron-LM's largest weak-scaling model (Narayanan et al. 2021, arXiv 2104.04473, Table 1): 128 layers,
 # hidden 25,600, 160 heads, 2,048-token sequences, 51,200-token vocabulary (section 5.1).
@@ -142,8 +142,8 @@ PUBLISHED_RUNS = (LLAMA3_8K, LLAMA3_16K, LLAMA3_128K, MEGATRON_1T_RUN)
 
 def simulate_published(run: PublishedRun):
     """simulate_training_step of ``run`` on its cluster (nodes of 8 GPUs), with its published settings."""
-    from .step import simulate_training_step
-    from .topology import make_cluster
+    from ..cluster.topology import make_cluster
+    from ..step.training_step import simulate_training_step
 
     cluster = make_cluster(run.gpus // 8, 8, preset=run.preset)
     return simulate_training_step(run.model, cluster, **run.layout)

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from numbers import Integral
 
-from .checks import amount, one_of, whole
-from .collectives import ALGORITHMS
+from ..checks import amount, one_of, whole
+from ..collectives.cost import ALGORITHMS
+from ..memory.formulas import RECOMPUTE
+from ..step.schedules import KINDS
 from .layout import DEFAULT_PLACEMENT, check_degrees, check_placement, split_layers
-from .memory import RECOMPUTE
-from .pipeline import KINDS
 
 
 @dataclass(frozen=True)
@@ -99,12 +99,27 @@ def make_config(model, world_size: int, **options) -> StepConfig:
                          f"the valid options are {', '.join(OPTIONS)}")
     check_model(model)
     config = StepConfig(model, **options)
-    degrees = config.degrees
-    check_degrees(world_size, degrees)
+    check_degrees(world_size, config.degrees)
     if isinstance(config.placement, str):   # tuple("tpcpdppp") would split it into letters
         raise ValueError(f"placement must be a tuple naming each of tp, cp, dp, pp once (innermost first), "
                          f"got the string {config.placement!r}")
     check_placement(config.placement)
+    _check_strategy(config)
+    _check_sizes_and_switches(config)
+    _check_model_split(config)
+    _check_stage_layers(config)
+    _ = config.layer_split  # raises when pp * virtual_stages exceeds the layer count
+    # numpy integers (from a slider or np.arange) pass the checks; store plain ints from here on.
+    whole_numbers = ("dp", "tp", "pp", "cp", "zero_stage", "microbatches", "virtual_stages")
+    plain = {k: int(getattr(config, k)) for k in whole_numbers}
+    if config.stage_layers is not None:
+        plain["stage_layers"] = tuple(int(n) for n in config.stage_layers)
+    batch = None if config.global_batch is None else int(config.batch)
+    return replace(config, global_batch=batch, **plain)
+
+
+def _check_strategy(config) -> None:
+    """ZeRO stage, batch split, pipeline schedule, recompute and the data-parallel algorithm."""
     zero = whole("zero_stage", config.zero_stage, 0)
     if zero > 3:
         raise ValueError(f"zero_stage must be 0 (plain DDP), 1, 2 or 3 (FSDP), got {config.zero_stage!r}")
@@ -122,6 +137,10 @@ def make_config(model, world_size: int, **options) -> StepConfig:
         raise ValueError("virtual_stages > 1 needs pp > 1 and schedule='interleaved_1f1b'")
     one_of("recompute", config.recompute, RECOMPUTE)
     one_of("dp_algorithm", config.dp_algorithm, ALGORITHMS)
+
+
+def _check_sizes_and_switches(config) -> None:
+    """Bucket sizes and bytes per parameter are amounts; overlap, prefetch, sequence_parallel are booleans."""
     # Infinite buckets are meaningful (one all-reduce after the backward); NaN is not.
     amount("bucket_bytes", config.bucket_bytes, positive=True, finite=False, unit="bytes")
     amount("first_bucket_bytes", config.first_bucket_bytes, positive=True, finite=False, unit="bytes")
@@ -134,6 +153,10 @@ def make_config(model, world_size: int, **options) -> StepConfig:
     if config.sequence_parallel is not None and not isinstance(config.sequence_parallel, bool):
         raise ValueError(f"sequence_parallel must be True, False or None (on with tp > 1), "
                          f"got {config.sequence_parallel!r}")
+
+
+def _check_model_split(config) -> None:
+    """tp must divide the heads and cp the sequence; a model that is not a transformer takes neither."""
     model = config.model
     if config.is_transformer:
         if model.heads % config.tp:
@@ -145,14 +168,6 @@ def make_config(model, world_size: int, **options) -> StepConfig:
         name = getattr(model, "name", "this model")
         raise ValueError(f"{name} is too small to split with tensor or context parallelism in the "
                          "simulator: use tp=1 and cp=1, or a TransformerSpec")
-    _check_stage_layers(config)
-    _ = config.layer_split  # raises when pp * virtual_stages exceeds the layer count
-    # numpy integers (from a slider or np.arange) pass the checks; store plain ints from here on.
-    whole_numbers = ("dp", "tp", "pp", "cp", "zero_stage", "microbatches", "virtual_stages")
-    plain = {k: int(getattr(config, k)) for k in whole_numbers}
-    if config.stage_layers is not None:
-        plain["stage_layers"] = tuple(int(n) for n in config.stage_layers)
-    return replace(config, global_batch=None if config.global_batch is None else int(batch), **plain)
 
 
 def _check_stage_layers(config) -> None:

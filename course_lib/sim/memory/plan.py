@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 
-from .checks import whole
-from .config import make_config
-from .memory import MemoryBreakdown, activation_memory_per_layer, zero_memory_breakdown
-from .pipeline import pipeline_schedule, play_schedule
-from .presets import get_preset
+from ..checks import whole
+from ..cluster.presets import get_preset
+from ..job.config import make_config
+from ..step.schedules import pipeline_schedule, play_schedule
+from .formulas import MemoryBreakdown, activation_memory_per_layer, zero_memory_breakdown
 
 
 def stage_params(config) -> list:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .checks import amount, whole
-from .timeline import Timeline
+from ..checks import amount, whole
+from ..timeline import Timeline
 
 SENDS, RECEIVES = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})
 
