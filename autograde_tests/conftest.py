@@ -19,7 +19,7 @@ import nbformat
 import pytest
 
 from autograde_tests import hostile_class, probe_course
-from course_lib.grading import fixtures, pipeline
+from course_lib.grading import class_run, fixtures
 from course_lib.grading.sandbox import GiB, SandboxPolicy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,13 +47,17 @@ DDP_FIXTURES = REPO / "autograde_tests" / "fixtures" / "ddp"
 DDP_GRADED = tuple(json.loads((DDP_FIXTURES / "expected_scores.json").read_text())["graded_through_nbgrader"])
 
 
-def expected_points(fixtures_dir: Path, graded: tuple[str, ...]) -> dict[str, dict[str, int]]:
-    """Cell points each submission of a chapter's own run must earn: the solution, the unanswered release
-    and the wrong fixtures sent through nbgrader, from the fixtures' expected_scores.json."""
+def expected_points(fixtures_dir: Path, graded: tuple[str, ...] | None = None,
+                    prefix: str = "") -> dict[str, dict[str, int]]:
+    """Cell points each submission of a chapter's run must earn: the solution, the unanswered release
+    and the wrong fixtures sent through nbgrader (``graded``; all of them when None), from the fixtures'
+    expected_scores.json. ``prefix`` goes before each wrong fixture's name (the capstone's are graded in
+    chapter 08's class as capstone_<name>)."""
     table = json.loads((fixtures_dir / "expected_scores.json").read_text())
     unanswered = {cell: 0 for cell in table["max_points"]}
+    wrong = table["fixtures"] if graded is None else {name: table["fixtures"][name] for name in graded}
     return {"solution": table["solution"], "release": unanswered,
-            **{name: table["fixtures"][name] for name in graded}}
+            **{f"{prefix}{name}": points for name, points in wrong.items()}}
 
 
 @dataclass
@@ -138,11 +142,11 @@ def graded_class(tmp_path_factory) -> GradedClass:
     students[MESH] = write_chapter_class(root, MESH, "mesh",
                                          {**wrong_answers(MESH, MESH_FIXTURES), **wrong_capstone()})
     log = io.StringIO()
-    run = pipeline.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
-                              registry="autograde_tests.probe_registry", stream=log,
-                              policy=SandboxPolicy(memory_bytes=3 * GiB),
-                              check_reference=False)  # each chapter's solution is a student of this class
-    results = {(r.assignment, r.student): r for r in pipeline.grade(run, sorted(students))}
+    run = class_run.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
+                               registry="autograde_tests.probe_registry", stream=log,
+                               policy=SandboxPolicy(memory_bytes=3 * GiB),
+                               check_reference=False)  # each chapter's solution is a student of this class
+    results = {(r.assignment, r.student): r for r in class_run.grade(run, sorted(students))}
     return GradedClass(root, students, results, log.getvalue())
 
 
@@ -151,10 +155,10 @@ def chapter_run(tmp_path_factory, chapter: str, prefix: str, wrong: dict, judge_
     root = probe_course.build(tmp_path_factory.mktemp(f"{prefix}-course"))
     students = {chapter: write_chapter_class(root, chapter, prefix, wrong)}
     log = io.StringIO()
-    run = pipeline.GradingRun(course_root=root, jobs=2, cell_timeout=120, judge_timeout=judge_timeout,
-                              registry="autograde_tests.probe_registry", stream=log,
-                              policy=SandboxPolicy(memory_bytes=3 * GiB), check_reference=False)
-    results = {(r.assignment, r.student): r for r in pipeline.grade(run, [chapter])}
+    run = class_run.GradingRun(course_root=root, jobs=2, cell_timeout=120, judge_timeout=judge_timeout,
+                               registry="autograde_tests.probe_registry", stream=log,
+                               policy=SandboxPolicy(memory_bytes=3 * GiB), check_reference=False)
+    results = {(r.assignment, r.student): r for r in class_run.grade(run, [chapter])}
     return GradedClass(root, students, results, log.getvalue())
 
 

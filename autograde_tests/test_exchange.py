@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from autograde_tests import probe_course
-from course_lib.grading import fixtures, pipeline
+from course_lib.grading import class_run, fixtures
 from course_lib.grading.sandbox import SandboxPolicy, running_as_root
 
 pytestmark = pytest.mark.slow
@@ -83,11 +83,11 @@ def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area):
 
     _nbgrader(course, exchange, "collect", "probe")
     assert sorted(p.name for p in (course / "grading" / "submitted").iterdir()) == sorted(students)
-    run = pipeline.GradingRun(course_root=course, jobs=2, cell_timeout=30, stream=io.StringIO(),
-                              registry="autograde_tests.probe_registry",
-                              policy=SandboxPolicy(uid=62200, gid=62200),
-                              check_reference=False)  # tested on its own; here the exchange is
-    scores = {r.student: r.score for r in pipeline.grade(run, ["probe"])}
+    run = class_run.GradingRun(course_root=course, jobs=2, cell_timeout=30, stream=io.StringIO(),
+                               registry="autograde_tests.probe_registry",
+                               policy=SandboxPolicy(uid=62200, gid=62200),
+                               check_reference=False)  # tested on its own; here the exchange is
+    scores = {r.student: r.score for r in class_run.grade(run, ["probe"])}
     assert scores == {student: (3 if answers else 0) for student, answers in students.items()}
 
     _nbgrader(course, exchange, "release_feedback", "probe")

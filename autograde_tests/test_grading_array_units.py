@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from course_lib.grading import pipeline, slurm_array, slurm_grading, uid_lease
+from course_lib.grading import class_run, slurm_array, slurm_grading, uid_lease
 from course_lib.grading.report import StudentResult
 
 
@@ -97,7 +97,7 @@ def test_site_settings_come_from_site_sh_and_the_environment_wins(tmp_path):
 def test_grading_on_slurm_without_sbatch_says_where_to_run_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SystemExit, match="sbatch is not on PATH"):
-        slurm_grading.grade_on_slurm(pipeline.GradingRun(course_root=tmp_path), slurm_array.ArrayOptions())
+        slurm_grading.grade_on_slurm(class_run.GradingRun(course_root=tmp_path), slurm_array.ArrayOptions())
     assert not (tmp_path / "grading").exists()
 
 
@@ -126,7 +126,7 @@ def _submit(url: str, student: str, scores: tuple, flagged=()) -> None:
 
 
 def test_merge_task_copies_scores_flags_and_notebooks_and_keeps_a_hand_score(tmp_path):
-    pipeline.class_files.put_venv_on_path()
+    class_run.class_files.put_venv_on_path()
     work, course = tmp_path / "work", tmp_path / "course"
     task = work / "task-0"
     (task / "grading" / "autograded" / "ann" / "hw").mkdir(parents=True)
@@ -140,7 +140,7 @@ def test_merge_task_copies_scores_flags_and_notebooks_and_keeps_a_hand_score(tmp
         gb.db.commit()
     entry = StudentResult("ann", "hw", 0, 0, notes=[], seconds=3.0).__dict__
     (task / "done.json").write_text(json.dumps([entry]))
-    [result] = slurm_grading.merge_task(pipeline.GradingRun(course_root=course), work, 0)
+    [result] = slurm_grading.merge_task(class_run.GradingRun(course_root=course), work, 0)
     assert (result.score, result.max_score, result.cells) == (1.5, 4.0, {"c1": 1.5, "c2": 0.0})
     with Gradebook(class_db) as gb:
         c1, c2 = (gb.find_grade(c, "hw", "hw", "ann") for c in ("c1", "c2"))

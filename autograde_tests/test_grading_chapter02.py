@@ -6,19 +6,15 @@ cell that autograde_tests/fixtures/ring/expected_scores.json gives it, the solut
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from autograde_tests.conftest import RING, RING_FIXTURES
+from autograde_tests.conftest import RING, RING_FIXTURES, expected_points
 
 pytestmark = pytest.mark.slow
 
 
 def _expected() -> dict[str, dict[str, int]]:
-    table = json.loads((RING_FIXTURES / "expected_scores.json").read_text())
-    unanswered = {cell: 0 for cell in table["max_points"]}
-    return {"solution": table["solution"], "release": unanswered, **table["fixtures"]}
+    return expected_points(RING_FIXTURES)
 
 
 @pytest.mark.parametrize("name", sorted(_expected()))

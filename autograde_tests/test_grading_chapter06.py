@@ -6,19 +6,15 @@ cell that autograde_tests/fixtures/tensor_parallel/expected_scores.json gives it
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from autograde_tests.conftest import TENSOR_PARALLEL, TENSOR_PARALLEL_FIXTURES
+from autograde_tests.conftest import TENSOR_PARALLEL, TENSOR_PARALLEL_FIXTURES, expected_points
 
 pytestmark = pytest.mark.slow
 
 
 def _expected() -> dict[str, dict[str, int]]:
-    table = json.loads((TENSOR_PARALLEL_FIXTURES / "expected_scores.json").read_text())
-    unanswered = {cell: 0 for cell in table["max_points"]}
-    return {"solution": table["solution"], "release": unanswered, **table["fixtures"]}
+    return expected_points(TENSOR_PARALLEL_FIXTURES)
 
 
 @pytest.mark.parametrize("name", sorted(_expected()))

@@ -6,19 +6,15 @@ cell that autograde_tests/fixtures/mesh/expected_scores.json gives it, the solut
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from autograde_tests.conftest import CAPSTONE_FIXTURES, MESH, MESH_FIXTURES
+from autograde_tests.conftest import CAPSTONE_FIXTURES, MESH, MESH_FIXTURES, expected_points
 
 pytestmark = pytest.mark.slow
 
 
 def _expected() -> dict[str, dict[str, int]]:
-    table = json.loads((MESH_FIXTURES / "expected_scores.json").read_text())
-    unanswered = {cell: 0 for cell in table["max_points"]}
-    return {"solution": table["solution"], "release": unanswered, **table["fixtures"]}
+    return expected_points(MESH_FIXTURES)
 
 
 @pytest.mark.parametrize("name", sorted(_expected()))
@@ -34,10 +30,7 @@ def test_full_marks_solution_needs_no_review(graded_class):
 
 
 def _capstone_expected() -> dict[str, dict[str, int]]:
-    table = json.loads((CAPSTONE_FIXTURES / "expected_scores.json").read_text())
-    unanswered = {cell: 0 for cell in table["max_points"]}
-    wrong = {f"capstone_{name}": points for name, points in table["fixtures"].items()}
-    return {"solution": table["solution"], "release": unanswered, **wrong}
+    return expected_points(CAPSTONE_FIXTURES, prefix="capstone_")
 
 
 @pytest.mark.parametrize("name", sorted(_capstone_expected()))

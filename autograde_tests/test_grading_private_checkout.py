@@ -17,7 +17,7 @@ import pytest
 
 from autograde_tests import probe_course
 from autograde_tests.conftest import REPO
-from course_lib.grading import fixtures, pipeline
+from course_lib.grading import class_run, fixtures
 from course_lib.grading.preflight import GradingRefused
 from course_lib.grading.sandbox import SandboxPolicy, running_as_root
 from tests.support.venv_copy import copy_venv
@@ -73,11 +73,11 @@ def test_a_reference_solution_short_of_full_marks_stops_the_run_before_anyone_is
     release = probe_course.release(root)
     fixtures.write_submission(root / "grading" / "submitted" / "ada" / "probe", "probe",
                               fixtures.make_submission(release, {}))
-    run = pipeline.GradingRun(course_root=root, jobs=1, cell_timeout=20, stream=io.StringIO(),
-                              registry="autograde_tests.probe_registry",
-                              policy=SandboxPolicy(uid=62100, gid=62100))
+    run = class_run.GradingRun(course_root=root, jobs=1, cell_timeout=20, stream=io.StringIO(),
+                               registry="autograde_tests.probe_registry",
+                               policy=SandboxPolicy(uid=62100, gid=62100))
     with pytest.raises(GradingRefused) as refused:
-        pipeline.grade(run, ["probe"])
+        class_run.grade(run, ["probe"])
     message = str(refused.value)
     assert "before grading anyone" in message and "reference solution" in message
     assert "probe/test_scale" in message, message

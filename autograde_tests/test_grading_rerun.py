@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from autograde_tests import hostile_class, probe_course
-from course_lib.grading import fixtures, pipeline
+from course_lib.grading import class_run, fixtures
 from course_lib.grading.sandbox import SandboxPolicy
 
 pytestmark = pytest.mark.slow
@@ -49,23 +49,23 @@ def test_interrupted_run_is_rerun_to_the_same_grades(tmp_path, monkeypatch):
     root = probe_course.build(tmp_path)
     downloads = _zips(root)
     policy = SandboxPolicy(uid=62000, gid=62000)
-    run = pipeline.GradingRun(course_root=root, jobs=2, cell_timeout=20, stream=io.StringIO(),
-                              registry="autograde_tests.probe_registry", policy=policy,
-                              check_reference=False)  # "full" is the reference; its own test checks that
-    finish, merged = pipeline._finish, []
+    run = class_run.GradingRun(course_root=root, jobs=2, cell_timeout=20, stream=io.StringIO(),
+                               registry="autograde_tests.probe_registry", policy=policy,
+                               check_reference=False)  # "full" is the reference; its own test checks that
+    finish, merged = class_run._finish, []
 
     def finish_then_interrupt(*args):
         merged.append(finish(*args))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pipeline, "_finish", finish_then_interrupt)
+    monkeypatch.setattr(class_run, "_finish", finish_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
-        pipeline.grade(run, ["probe"], zips=downloads)
+        class_run.grade(run, ["probe"], zips=downloads)
     assert len(merged) == 1 and not _sandbox_processes(policy.uid, len(CLASS))
     assert {p.name for p in (root / "grading" / "submitted").iterdir()} == set(CLASS)
 
-    monkeypatch.setattr(pipeline, "_finish", finish)
-    results = {r.student: r.score for r in pipeline.grade(run, ["probe"])}
+    monkeypatch.setattr(class_run, "_finish", finish)
+    results = {r.student: r.score for r in class_run.grade(run, ["probe"])}
     assert results == POINTS
     rows = (root / "grading" / "grades.csv").read_text().splitlines()[1:]
     assert sorted(row.split(",")[1] for row in rows) == sorted(CLASS)

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from course_lib.grading import demo, pipeline  # noqa: E402
+from course_lib.grading import class_run, demo  # noqa: E402
 from course_lib.grading.cli import course_settings  # noqa: E402
 
 ASSIGNMENT = "02_collectives"
@@ -62,14 +62,14 @@ def main() -> None:
         scratch = Path(scratch_dir)
         demo_root = scratch / "course"
         students = demo.write_class(ROOT, demo_root, ASSIGNMENT, args.students)
-        run = pipeline.GradingRun(course_root=demo_root, jobs=args.jobs, stream=io.StringIO(), **settings)
+        run = class_run.GradingRun(course_root=demo_root, jobs=args.jobs, stream=io.StringIO(), **settings)
         start = time.perf_counter()
-        results = pipeline.grade(run, [ASSIGNMENT])
+        results = class_run.grade(run, [ASSIGNMENT])
         ours = (time.perf_counter() - start) / len(results)
         shutil.rmtree(demo_root / "grading" / "autograded")
         run.recheck, run.feedback = False, False
         start = time.perf_counter()
-        pipeline.grade(run, [ASSIGNMENT])
+        class_run.grade(run, [ASSIGNMENT])
         bare = (time.perf_counter() - start) / len(results)
         subset = students[: args.plain_students]
         timeout = settings.get("cell_timeout", 120)

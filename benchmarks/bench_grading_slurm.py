@@ -22,14 +22,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autograde_tests import probe_course  # noqa: E402
-from course_lib.grading import demo, pipeline, slurm_array, slurm_grading  # noqa: E402
+from course_lib.grading import class_run, demo, slurm_array, slurm_grading  # noqa: E402
 
 
 def seconds_per_submission(course: Path, root: Path, students: int, tasks: int) -> float:
     class_root = root / f"class-{tasks}"
     demo.write_class(course, class_root, "probe", students)
-    run = pipeline.GradingRun(course_root=class_root, registry="autograde_tests.probe_registry",
-                              feedback=False, check_reference=False, stream=io.StringIO())
+    run = class_run.GradingRun(course_root=class_root, registry="autograde_tests.probe_registry",
+                               feedback=False, check_reference=False, stream=io.StringIO())
     options = slurm_array.ArrayOptions(tasks=tasks, cpus_per_task=1, poll_seconds=0.5, max_wait_s=1800)
     start = time.perf_counter()
     slurm_grading.grade_on_slurm(run, options, ["probe"])

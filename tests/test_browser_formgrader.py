@@ -18,14 +18,14 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograde_tests import probe_course
-from course_lib.grading import demo, pipeline
+from course_lib.grading import class_run, demo
 from tests.support.jupyter_server import running_jupyterlab
 from tests.test_browser import ARTIFACTS, launch_chromium
 
 HAND_SCORE = 1.5  # of test_scale's 2 points, which the flagged submission earned automatically
 
 
-def graded_class(root: Path) -> pipeline.GradingRun:
+def graded_class(root: Path) -> class_run.GradingRun:
     course = probe_course.build(root / "course")
     class_root = root / "class"
     demo.write_class(course, class_root, "probe", 1)  # full_marks only: the cheapest class with a flag
@@ -41,19 +41,19 @@ def graded_class(root: Path) -> pipeline.GradingRun:
         "c.CourseDirectory.autograded_directory = 'grading/autograded'\n"
         "c.CourseDirectory.feedback_directory = 'grading/feedback'\n"
         f"c.CourseDirectory.db_url = 'sqlite:///{class_root / 'grading' / 'gradebook.db'}'\n")
-    run = pipeline.GradingRun(course_root=class_root, registry="autograde_tests.probe_registry", jobs=2,
-                              feedback=False, stream=io.StringIO())
-    pipeline.grade(run, ["probe"])
+    run = class_run.GradingRun(course_root=class_root, registry="autograde_tests.probe_registry", jobs=2,
+                               feedback=False, stream=io.StringIO())
+    class_run.grade(run, ["probe"])
     return run
 
 
-def scale_grade(run: pipeline.GradingRun, student: str):
+def scale_grade(run: class_run.GradingRun, student: str):
     with Gradebook(run.db_url) as gb:
         grade = gb.find_grade("test_scale", "probe", "probe", student)
         return grade.auto_score, grade.manual_score, grade.needs_manual_grade, grade.score
 
 
-def wait_for_hand_score(run: pipeline.GradingRun, seconds: float = 30) -> None:
+def wait_for_hand_score(run: class_run.GradingRun, seconds: float = 30) -> None:
     deadline = time.monotonic() + seconds
     while (grade := scale_grade(run, "flagged"))[1] != HAND_SCORE:
         assert time.monotonic() < deadline, f"formgrader did not save the hand score: {grade}"
@@ -91,6 +91,6 @@ def test_formgrader_hand_score_survives_the_next_make_grade(tmp_path, monkeypatc
             browser.close()
     assert scale_grade(run, "flagged") == (2.0, HAND_SCORE, False, HAND_SCORE)
 
-    pipeline.grade(run, ["probe"])
+    class_run.grade(run, ["probe"])
     assert scale_grade(run, "flagged") == (2.0, HAND_SCORE, False, HAND_SCORE)
     assert scale_grade(run, "full_marks")[3] == 2.0

@@ -46,7 +46,7 @@ def test_kit_leaves_out_answers_hidden_checks_and_the_grading_backend(kit):
     files = [p for p in kit.rglob("*") if p.is_file() and ".git" not in p.relative_to(kit).parts]
     instructor_only = ("solutions", "autograde_tests", "grading")
     assert not [p for p in files if p.relative_to(kit).parts[0] in instructor_only]
-    for backend in ("pipeline.py", "worker.py", "judge.py", "cli.py", "demo.py", "fixtures.py"):
+    for backend in ("class_run.py", "worker.py", "judge.py", "cli.py", "demo.py", "fixtures.py"):
         assert not (kit / "course_lib" / "grading" / backend).exists(), backend
     texts = {p: p.read_text(errors="ignore") for p in files}
     for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "autograde_tests"):

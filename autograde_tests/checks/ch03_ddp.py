@@ -44,7 +44,7 @@ from course_lib.grading.ddp_checks import (
     volume_problems,
 )
 from course_lib.grading.ddp_runs import DDPCase, run_student
-from course_lib.grading.ring_checks import fail_with
+from course_lib.grading.rank_attempt import fail_with
 from course_lib.grading.student_function import as_student_function
 
 TIMEOUT_S = 15   # per run of all cases on one world size; the reference needs about 1 s

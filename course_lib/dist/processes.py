@@ -1,7 +1,8 @@
 """The process primitives every starter in course_lib shares: reap, a call in a fresh child, sessions, exec.
 
 ``run_ranks`` builds on ``kill_and_reap``; the grader's isolated calls use ``call_in_fresh_child``, its
-sandboxed kernel ``exec_python`` and its notebook runs ``Sessions``: the fork, kill and reap code lives here.
+sandboxes ``exec_python``, its nbgrader and judge runs ``Sessions`` and its clean-up after a student
+``kill_processes_of_uid``: the fork, exec, kill and reap code of course_lib lives here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 
 class ChildLimitError(RuntimeError):
@@ -107,8 +109,10 @@ class Sessions:
         self._live: dict[subprocess.Popen, object] = {}
         self._lock = threading.Lock()
 
-    def run(self, command: list[str], cwd, env: dict | None, timeout: float, tag=None) -> tuple[bool, str]:
-        """(exited with 0, stdout and stderr together); the session is killed after ``timeout`` seconds."""
+    def run(self, command: list[str], cwd, env: dict | None, timeout: float, tag=None,
+            limit_name: str = "its time limit") -> tuple[bool, str]:
+        """(exited with 0, stdout and stderr together); the session is killed after ``timeout`` seconds,
+        and the output then starts by saying so, naming the limit ``limit_name``."""
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
         with self._lock:
@@ -119,7 +123,7 @@ class Sessions:
         except subprocess.TimeoutExpired:
             _kill_session(process.pid)
             output, _ = process.communicate()
-            return False, f"stopped after {timeout:g} s (the whole notebook's time limit)\n{output}"
+            return False, f"stopped after {timeout:g} s ({limit_name})\n{output}"
         finally:
             with self._lock:
                 self._live.pop(process, None)
@@ -137,3 +141,20 @@ def _kill_session(session_id: int) -> None:
         os.killpg(session_id, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def kill_processes_of_uid(uid: int) -> None:
+    """SIGKILL every process running as ``uid`` (what sandboxed code left behind, detached children too).
+
+    Only as root, and never for this process's own uid: without root the sandbox has no uid of its own.
+    """
+    if os.geteuid() != 0 or uid == os.getuid():
+        return
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue

@@ -14,14 +14,14 @@ from pathlib import Path
 
 from traitlets.config.loader import PyFileConfigLoader
 
-from course_lib.grading import demo, pipeline, slurm_array, slurm_grading, submissions
+from course_lib.grading import class_files, class_run, demo, slurm_array, slurm_grading, submissions
 from course_lib.grading.sandbox import SandboxPolicy, running_as_root
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def course_settings(course_root: Path) -> dict:
-    """The values of nbgrader_config.py the pipeline honours (course id, per-cell timeout)."""
+    """The values of nbgrader_config.py the grading run honours (course id, per-cell timeout)."""
     config_file = course_root / "nbgrader_config.py"
     if not config_file.exists():
         return {}
@@ -84,14 +84,14 @@ def _array_options(args) -> slurm_array.ArrayOptions:
     return slurm_array.ArrayOptions(**settings)
 
 
-def _grade(run: pipeline.GradingRun, args, assignments: list[str] | None) -> list:
+def _grade(run: class_run.GradingRun, args, assignments: list[str] | None) -> list:
     if args.slurm:
         return slurm_grading.grade_on_slurm(run, _array_options(args), assignments)
-    return pipeline.grade(run, assignments, getattr(args, "zips", None),
-                          getattr(args, "zip_pattern", submissions.DEFAULT_ZIP_PATTERN))
+    return class_run.grade(run, assignments, getattr(args, "zips", None),
+                           getattr(args, "zip_pattern", submissions.DEFAULT_ZIP_PATTERN))
 
 
-def _run(course_root: Path, args) -> pipeline.GradingRun:
+def _run(course_root: Path, args) -> class_run.GradingRun:
     settings = course_settings(ROOT)
     if args.cell_timeout:
         settings["cell_timeout"] = args.cell_timeout
@@ -99,7 +99,7 @@ def _run(course_root: Path, args) -> pipeline.GradingRun:
         print("note: not running as root, so student code runs under your own user id and can read the "
               "course's files (see README.md, 'Without root')", file=sys.stderr)
     policy = SandboxPolicy(uid=args.first_uid, gid=args.first_uid)
-    return pipeline.GradingRun(course_root=course_root, jobs=args.jobs, policy=policy, **settings)
+    return class_run.GradingRun(course_root=course_root, jobs=args.jobs, policy=policy, **settings)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "grade":
         if args.slurm and args.zips:
-            pipeline.class_files.unpack_zips(ROOT / "grading", args.zips, args.zip_pattern,
-                                             args.assignment[0] if args.assignment else None)
+            class_files.unpack_zips(ROOT / "grading", args.zips, args.zip_pattern,
+                                    args.assignment[0] if args.assignment else None)
         results = _grade(_run(ROOT, args), args, args.assignment)
         print(f"grades: {ROOT / 'grading' / 'grades.csv'}; feedback: {ROOT / 'grading' / 'feedback'}/")
         return 0 if results is not None else 1

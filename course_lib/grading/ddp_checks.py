@@ -12,13 +12,12 @@ from torch import nn
 from course_lib.grading.ddp_runs import (
     LEARNING_RATE,
     DDPCase,
-    DDPRun,
     build_model,
     global_batches,
     run_student,
     torch_ddp_finals,
 )
-from course_lib.grading.ring_checks import fail_with
+from course_lib.grading.rank_attempt import RankRun, fail_with
 from course_lib.grading.student_function import as_student_function
 
 COMMUNICATION = frozenset({"all_reduce", "isend", "irecv", "send", "recv", "reduce", "reduce_scatter",
@@ -67,7 +66,7 @@ def _first_difference(actual: dict, expected: dict) -> str | None:
     return None
 
 
-def value_problems(run: DDPRun, compare_with_torch: bool = True, timeout: float = 30) -> list[str]:
+def value_problems(run: RankRun, compare_with_torch: bool = True, timeout: float = 30) -> list[str]:
     """Every rank's averaged gradients (each step) and final parameters against single-process training,
     and against torch's DistributedDataParallel on the same data."""
     if run.error:
@@ -106,7 +105,7 @@ def _steps(outcome: dict) -> list[tuple[float, float, list]]:
             for forward, backward, bound in zip(forwards, backwards, bounds, strict=True)]
 
 
-def overlap_problems(run: DDPRun) -> list[str]:
+def overlap_problems(run: RankRun) -> list[str]:
     """In every step the first communication call starts before loss.backward() returns."""
     if run.error:
         return [run.error]
@@ -162,7 +161,7 @@ def unique_trainable_bytes(model: nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
-def volume_problems(run: DDPRun) -> list[str]:
+def volume_problems(run: RankRun) -> list[str]:
     """Each step all-reduces exactly the trainable parameters' bytes: frozen ones never, tied ones once."""
     if run.error:
         return [run.error]
@@ -180,7 +179,7 @@ def volume_problems(run: DDPRun) -> list[str]:
     return problems
 
 
-def broadcast_problems(run: DDPRun) -> list[str]:
+def broadcast_problems(run: RankRun) -> list[str]:
     """After construction every rank holds rank 0's parameters and buffers; .module and forward work."""
     if run.error:
         return [run.error]
@@ -190,7 +189,7 @@ def broadcast_problems(run: DDPRun) -> list[str]:
         for buffer in rank_zero.buffers():
             buffer.fill_(1)
     rank_zero = rank_zero.state_dict()
-    for rank, outcome in enumerate(run.outcomes[0]):
+    for rank, outcome in enumerate(run.per_rank):
         wrong = _first_difference(outcome["after"], rank_zero)
         if wrong:
             problems.append(f"rank {rank}: after DDP(model) the model should hold rank 0's parameters and "
@@ -202,7 +201,7 @@ def broadcast_problems(run: DDPRun) -> list[str]:
     return problems
 
 
-def silence_problems(run: DDPRun) -> list[str]:
+def silence_problems(run: RankRun) -> list[str]:
     """On one rank: not a single communication call."""
     if run.error:
         return [run.error]
@@ -213,7 +212,7 @@ def silence_problems(run: DDPRun) -> list[str]:
 VISIBLE_TIMEOUT_S, VISIBLE_SEED = 10, 2024
 
 
-def _visible(DDP, world_size, cases, kind="train") -> DDPRun:  # noqa: N803 - the student's class
+def _visible(DDP, world_size, cases, kind="train") -> RankRun:  # noqa: N803 - the student's class
     student = as_student_function(DDP, "DDP")
     return run_student(student, world_size, cases, VISIBLE_SEED, VISIBLE_TIMEOUT_S, kind)
 

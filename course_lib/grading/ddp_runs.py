@@ -6,16 +6,16 @@ parameters, recorded traffic), and the judging side (ddp_checks) recomputes ever
 
 from __future__ import annotations
 
-import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch._dynamo  # noqa: F401 - DDP's constructor imports it: once here (5 s) instead of in every rank
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from course_lib.dist import RankFailure, RanksHungError, record_traffic, run_ranks
-from course_lib.models import make_mlp, make_transformer_block
+from course_lib.dist import RankFailure, record_traffic, run_ranks
+from course_lib.grading.rank_attempt import FailureText, RankRun, run_on_ranks
+from course_lib.models import make_mlp, make_transformer_block, seeded
 
 LEARNING_RATE, STEPS, PER_RANK_BATCH = 0.05, 5, 4
 
@@ -51,12 +51,8 @@ def _batch_norm_mlp():
 
 
 def _seeded(factory, seed: int) -> nn.Module:
-    state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
+    with seeded(seed):
         return factory()
-    finally:
-        torch.random.set_rng_state(state)
 
 
 MODELS = {"course MLP": lambda seed: make_mlp(seed=seed),
@@ -91,18 +87,6 @@ class DDPCase:
     def describe(self, world_size: int) -> str:
         return (f"{self.model} on {world_size} rank(s), bucket_size_mb={self.bucket_size_mb}, "
                 f"{self.steps} SGD steps (lr {LEARNING_RATE})")
-
-
-@dataclass
-class DDPRun:
-    """What one world size gave: per case, per rank, the outcome; or why there is none."""
-
-    world_size: int
-    cases: list[DDPCase]
-    seed: int
-    outcomes: list[list[dict]] = field(default_factory=list)   # [case][rank]
-    error: str | None = None
-    hung: bool = False
 
 
 def _snapshot(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -173,35 +157,36 @@ def torch_ddp_finals(world_size: int, cases, seed: int, timeout: float) -> list[
     return [[per_rank[rank][index] for rank in range(world_size)] for index in range(len(cases))]
 
 
-def run_student(student, world_size: int, cases, seed: int, timeout: float, kind: str = "train") -> DDPRun:
-    """Run the student's DDP on ``world_size`` ranks; a failure or a hang is recorded, never raised."""
-    run = DDPRun(world_size, list(cases), seed)
-    try:
-        if kind == "broadcast":
-            run.outcomes = [run_ranks(_broadcast_rank, world_size, student, seed, timeout=timeout,
-                                      plain_results=True)]
-        else:
-            per_rank = run_ranks(_student_rank, world_size, student, run.cases, seed, timeout=timeout,
-                                 plain_results=True)
-            run.outcomes = [[per_rank[r][i] for r in range(world_size)] for i in range(len(run.cases))]
-    except RanksHungError as error:
-        run.hung = True
-        run.error = (f"DDP did not finish on {world_size} ranks within {timeout:g} s (a rank waits for "
-                     f"something that never comes), so the test stopped it.\n{error}")
-    except RankFailure as error:
-        run.error = f"{_failure_lead(error, world_size)}\n--- rank {error.rank} ---\n" \
-                    f"{error.remote_traceback.strip()[-2500:]}"
-    except Exception as error:  # noqa: BLE001 - the judge must report, whatever went wrong
-        run.error = f"running DDP on {world_size} ranks failed: {traceback.format_exception_only(error)[-1]}"
-    return run
+@dataclass(frozen=True)
+class DDPFailureText(FailureText):
+    """DDP's words for a failed run, also for a rank that died without a Python error or ran out of memory."""
+
+    subject: str = "DDP"
+    hung: str = ("{subject} did not finish on {world_size} ranks within {timeout:g} s (a rank waits for "
+                 "something that never comes), so the test stopped it.")
+    died: str = "a rank running {subject} on {world_size} ranks died without a Python error: {summary}"
+    out_of_memory: str = ("{subject} ran out of memory on {world_size} ranks (the grader limits each "
+                          "process's memory; does something grow every step?): {summary}")
+
+    def lead(self, error: RankFailure, **words) -> str:
+        if error.exc_type is None:   # no exception: the rank process itself ended (a signal, os._exit)
+            return self.died.format(subject=self.subject, summary=error.summary, **words)
+        if error.exc_type == MemoryError.__name__:
+            return self.out_of_memory.format(subject=self.subject, summary=error.summary, **words)
+        return super().lead(error, **words)
 
 
-def _failure_lead(error: RankFailure, world_size: int) -> str:
-    if error.exc_type == NotImplementedError.__name__:
-        return "DDP is not written yet (it raises NotImplementedError)"
-    if error.exc_type is None:   # no exception: the rank process itself ended (a signal, os._exit)
-        return f"a rank running DDP on {world_size} ranks died without a Python error: {error.summary}"
-    if error.exc_type == MemoryError.__name__:
-        return (f"DDP ran out of memory on {world_size} ranks (the grader limits each process's memory; "
-                f"does something grow every step?): {error.summary}")
-    return f"DDP raised on {world_size} ranks: {error.summary}"
+# The whole end of a rank's traceback, as the DDP checks have always shown it.
+DDP_FAILURE = DDPFailureText(frames=lambda remote_traceback: remote_traceback.strip()[-2500:])
+
+
+def run_student(student, world_size: int, cases, seed: int, timeout: float, kind: str = "train") -> RankRun:
+    """Run the student's DDP on ``world_size`` ranks; a failure or a hang is recorded, never raised.
+
+    ``kind="broadcast"`` runs only the construction: ``per_rank`` then holds one outcome per rank.
+    """
+    if kind == "broadcast":
+        return run_on_ranks(_broadcast_rank, world_size, student, seed, text=DDP_FAILURE, timeout=timeout,
+                            seed=seed)
+    return run_on_ranks(_student_rank, world_size, student, list(cases), seed, text=DDP_FAILURE,
+                        timeout=timeout, cases=cases, seed=seed)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +15,7 @@ from nbgrader.api import Gradebook
 
 from course_lib.grading import fixtures, gradebook_merge, submissions
 from course_lib.grading.sandbox import running_as_root
-from course_lib.grading.worker import AssignmentSetup, student_policy
+from course_lib.grading.worker import AssignmentSetup, run_tracked, student_policy
 
 # What a grading kernel and the isolated judge import first; a sandbox that cannot import them grades 0.
 REACH_PROBE = "import torch, ipykernel, nbformat, course_lib.dist, course_lib.grading.sandbox_kernel"
@@ -39,12 +38,11 @@ def check_sandbox_reach(setup: AssignmentSetup, scratch: Path, uid: int) -> None
     code_root = setup.code_root or Path(__file__).resolve().parents[2]
     imports = REACH_PROBE + (", autograde_tests" if (code_root / "autograde_tests").is_dir() else "")
     env = dict(os.environ, PYTHONPATH=str(code_root), PYTHONDONTWRITEBYTECODE="1")
-    result = subprocess.run([sys.executable, "-m", "course_lib.grading.sandbox", policy.to_json(), imports],
-                            cwd=probe_dir / "home", env=env, capture_output=True, text=True, timeout=300)
+    ok, output = run_tracked([sys.executable, "-m", "course_lib.grading.sandbox", policy.to_json(), imports],
+                             probe_dir / "home", env, timeout=300)
     shutil.rmtree(probe_dir, ignore_errors=True)
-    if result.returncode != 0:
-        raise GradingRefused(_reach_message(uid, result.stderr.strip()[-1200:] or result.stdout[-1200:],
-                                            code_root))
+    if not ok:
+        raise GradingRefused(_reach_message(uid, output.strip()[-1200:], code_root))
 
 
 def _closed_to_others(roots: list[Path], limit: int = 5) -> list[str]:

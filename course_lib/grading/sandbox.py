@@ -19,6 +19,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from course_lib.dist.processes import exec_python
+
 GiB = 1024**3
 MiB = 1024**2
 CLONE_NEWNS = 0x00020000
@@ -176,4 +178,4 @@ def enter_inherited_policy() -> list[str]:
 if __name__ == "__main__":
     for problem in SandboxPolicy.from_json(sys.argv[1]).enter():
         print(f"[grading sandbox] {problem}", file=sys.stderr)
-    os.execv(sys.executable, [sys.executable, "-c", sys.argv[2]])
+    exec_python(["-c", sys.argv[2]])

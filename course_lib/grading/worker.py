@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from course_lib.dist.processes import Sessions, kill_processes_of_uid
 from course_lib.grading.sandbox import SandboxPolicy, running_as_root
 
 KERNEL_NAMES = ("distributed-course", "python3")
@@ -145,60 +143,27 @@ def autograde(setup: AssignmentSetup, student: str, submission: dict[str, bytes]
     env.pop("PYTHONPATH", None)
     command = [sys.executable, "-m", "nbgrader", "autograde", setup.assignment, "--student", student,
                "--force", "--log-level=INFO"]
-    ok, log = run_tracked(command, course_dir, env, setup.notebook_timeout, uid)
-    _kill_uid_processes(uid)  # a kernel's detached children must not outlive the grading
+    ok, log = GRADING_SESSIONS.run(command, course_dir, env, setup.notebook_timeout, tag=uid,
+                                   limit_name="the whole notebook's time limit")
+    kill_processes_of_uid(uid)  # a kernel's detached children must not outlive the grading
     return AutogradeRun(student, ok, time.perf_counter() - start, course_dir, log[-20_000:])
 
 
-# Every grading subprocess still running, with its sandbox uid: stop_all() ends them on Ctrl-C.
-LIVE: dict[subprocess.Popen, int] = {}
-_LIVE_LOCK = threading.Lock()
+# Every grading subprocess still running, tagged with its sandbox uid: stop_all() ends them on Ctrl-C.
+GRADING_SESSIONS = Sessions()
 
 
 def run_tracked(command: list[str], cwd: Path, env: dict | None, timeout: float,
-                uid: int) -> tuple[bool, str]:
-    """Run a grading subprocess in its own session; (succeeded, output). Killed after timeout."""
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, start_new_session=True)
-    with _LIVE_LOCK:
-        LIVE[process] = uid
-    try:
-        output, _ = process.communicate(timeout=timeout)
-        return process.returncode == 0, output
-    except subprocess.TimeoutExpired:
-        _kill_session(process)
-        output, _ = process.communicate()
-        return False, f"stopped after {timeout:g} s (the whole notebook's time limit)\n{output}"
-    finally:
-        with _LIVE_LOCK:
-            LIVE.pop(process, None)
+                uid: int | None = None) -> tuple[bool, str]:
+    """Run a grading subprocess in its own session; (succeeded, output). Killed after timeout.
 
-
-def _kill_session(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    ``uid`` is the sandbox uid its student code runs under, if any: stop_all() cleans up after it too.
+    """
+    return GRADING_SESSIONS.run(command, cwd, env, timeout, tag=uid)
 
 
 def stop_all() -> None:
     """End every grading subprocess and whatever student code they left (an interrupted run)."""
-    with _LIVE_LOCK:
-        live = dict(LIVE)
-    for process, uid in live.items():
-        _kill_session(process)
-        _kill_uid_processes(uid)
-
-
-def _kill_uid_processes(uid: int) -> None:
-    """Kill whatever student code left running under its sandbox uid (root only; never our own uid)."""
-    if not running_as_root() or uid == os.getuid():
-        return
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if entry.stat().st_uid == uid:
-                os.kill(int(entry.name), 9)
-        except (OSError, ProcessLookupError):
-            continue
+    for uid in GRADING_SESSIONS.kill_all():
+        if uid is not None:
+            kill_processes_of_uid(uid)

@@ -18,11 +18,18 @@ from course_lib.grading.ddp_checks import (
     unique_trainable_bytes,
     volume_problems,
 )
-from course_lib.grading.ddp_runs import MODELS, DDPCase, DDPRun, build_model, global_batches, run_student
+from course_lib.grading.ddp_runs import MODELS, DDPCase, build_model, global_batches, run_student
 from course_lib.grading.own_ring import own_ring_all_reduce
+from course_lib.grading.rank_attempt import RankRun
 from course_lib.grading.student_function import StudentFunction
 
 CASE = DDPCase("course MLP", 25.0, steps=2)
+
+
+def ddp_run(world_size: int, cases: list, seed: int, outcomes=(), error: str | None = None) -> RankRun:
+    """A made-up DDP run; ``outcomes`` are [case][rank], the order the judges read them in."""
+    return RankRun(world_size, per_rank=tuple(zip(*outcomes, strict=True)), error=error, cases=tuple(cases),
+                   seed=seed)
 
 
 def step_outcome(events, backward_end=2.0):
@@ -35,16 +42,16 @@ def step_outcome(events, backward_end=2.0):
 def test_an_all_reduce_during_the_backward_overlaps_and_one_after_it_does_not():
     inside = [("all_reduce", 8, 1.5, 3.0), ("all_reduce", 8, 11.5, 13.0)]
     after = [("all_reduce", 8, 2.5, 3.0), ("all_reduce", 8, 12.5, 13.0)]
-    assert overlap_problems(DDPRun(2, [CASE], 1, [[step_outcome(inside)] * 2])) == []
-    problems = overlap_problems(DDPRun(2, [CASE], 1, [[step_outcome(after)] * 2]))
+    assert overlap_problems(ddp_run(2, [CASE], 1, [[step_outcome(inside)] * 2])) == []
+    problems = overlap_problems(ddp_run(2, [CASE], 1, [[step_outcome(after)] * 2]))
     assert len(problems) == 2 and "500.00 ms after loss.backward() returned" in problems[0]
-    silent = overlap_problems(DDPRun(2, [CASE], 1, [[step_outcome([])] * 2]))
+    silent = overlap_problems(ddp_run(2, [CASE], 1, [[step_outcome([])] * 2]))
     assert "no communication recorded" in silent[0]
 
 
 def test_a_late_all_reduce_is_drawn_against_the_backward_in_the_failure():
     after = [("all_reduce", 8, 2.5, 3.0), ("all_reduce", 8, 12.5, 13.0)]
-    problems = overlap_problems(DDPRun(2, [CASE], 1, [[step_outcome(after)] * 2]))
+    problems = overlap_problems(ddp_run(2, [CASE], 1, [[step_outcome(after)] * 2]))
     assert "your recorded step:" in problems[0] and "your recorded step:" not in problems[1]
     forward, backward, reduce = problems[0].split("your recorded step:\n")[1].splitlines()
     assert "0.00 -  1000.00 ms" in forward and "1000.00 -  2000.00 ms" in backward
@@ -67,16 +74,16 @@ def test_the_all_reduced_volume_must_be_the_trainable_bytes_once():
     assert expected == 4 * (6 * 6 + 6 + 6 + 6 * 2 + 2)   # first (tied with second's weight), biases, out
     right = [("all_reduce", expected, 1.5, 2.5), ("all_reduce", expected, 11.5, 12.5)]
     twice = [("all_reduce", expected + 144, 1.5, 2.5), ("all_reduce", expected + 144, 11.5, 12.5)]
-    assert volume_problems(DDPRun(2, [case], 1, [[step_outcome(right)] * 2])) == []
-    problems = volume_problems(DDPRun(2, [case], 1, [[step_outcome(twice)] * 2]))
+    assert volume_problems(ddp_run(2, [case], 1, [[step_outcome(right)] * 2])) == []
+    problems = volume_problems(ddp_run(2, [case], 1, [[step_outcome(twice)] * 2]))
     assert "a tied parameter counts once" in problems[0]
 
 
 def test_one_rank_must_send_nothing_and_errors_are_reported_as_they_came():
-    assert silence_problems(DDPRun(1, [CASE], 1, [[step_outcome([])]])) == []
-    talking = DDPRun(1, [CASE], 1, [[step_outcome([("broadcast", 8, 0, 0)])]])
+    assert silence_problems(ddp_run(1, [CASE], 1, [[step_outcome([])]])) == []
+    talking = ddp_run(1, [CASE], 1, [[step_outcome([("broadcast", 8, 0, 0)])]])
     assert "broadcast" in silence_problems(talking)[0]
-    broken = DDPRun(2, [CASE], 1, error="DDP raised on 2 ranks: boom")
+    broken = ddp_run(2, [CASE], 1, error="DDP raised on 2 ranks: boom")
     assert overlap_problems(broken) == volume_problems(broken) == [broken.error]
 
 

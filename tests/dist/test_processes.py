@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 
 import pytest
 
-from course_lib.dist.processes import ChildLimitError, Sessions, call_in_fresh_child, kill_and_reap
+from course_lib.dist.processes import (
+    ChildLimitError,
+    Sessions,
+    call_in_fresh_child,
+    kill_and_reap,
+    kill_processes_of_uid,
+)
 from course_lib.dist.rank_outcome import RankRaised, RankReturned, from_wire, to_wire
 
 
@@ -61,7 +68,7 @@ def test_a_session_reports_its_output_and_a_timeout_kills_all_it_started(tmp_pat
     script = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
               f"time.sleep(60)']); open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)")
     ok, output = sessions.run([sys.executable, "-c", script], tmp_path, None, 3, tag="uid 61001")
-    assert not ok and output.startswith("stopped after 3 s")
+    assert not ok and output.startswith("stopped after 3 s (its time limit)")
     grandchild = int(marker.read_text())
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and os.path.exists(f"/proc/{grandchild}"):
@@ -83,3 +90,25 @@ def test_kill_all_ends_running_sessions_and_names_them(tmp_path):
     assert sessions.kill_all() == [61002]
     worker.join(10)
     assert outcome and outcome[0][0] is False
+
+
+def test_a_timed_out_session_names_the_limit_it_ran_into(tmp_path):
+    ok, output = Sessions().run([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, None, 1,
+                                limit_name="the whole notebook's time limit")
+    assert not ok and output.startswith("stopped after 1 s (the whole notebook's time limit)")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running a process under another uid needs root")
+def test_kill_processes_of_uid_ends_what_runs_as_that_uid_and_spares_our_own():
+    sleeper = subprocess.Popen(["setpriv", "--reuid=64170", "--regid=64170", "--clear-groups", "sleep", "30"])
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and os.stat(f"/proc/{sleeper.pid}").st_uid != 64170:
+            time.sleep(0.02)  # setpriv drops to the uid just before it execs sleep
+        kill_processes_of_uid(os.getuid())   # a no-op: the grader's own uid is never swept
+        assert sleeper.poll() is None
+        kill_processes_of_uid(64170)
+        assert sleeper.wait(10) == -9
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from autograde_tests import probe_course
-from course_lib.grading import demo, gradebook_merge, pipeline, slurm_array, slurm_grading
+from course_lib.grading import class_run, demo, gradebook_merge, slurm_array, slurm_grading
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 STUDENTS, TASKS = 12, 4
@@ -33,9 +33,9 @@ def autograded(course: Path) -> list[str]:
     return sorted(p.parent.name for p in (course / "grading" / "autograded").glob("*/probe"))
 
 
-def grading_run(course: Path, stream) -> pipeline.GradingRun:
-    return pipeline.GradingRun(course_root=course, registry="autograde_tests.probe_registry", jobs=2,
-                               feedback=False, stream=stream)
+def grading_run(course: Path, stream) -> class_run.GradingRun:
+    return class_run.GradingRun(course_root=course, registry="autograde_tests.probe_registry", jobs=2,
+                                feedback=False, stream=stream)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def classes(tmp_path_factory):
     plain, array = base / "plain", base / "array"
     assert demo.write_class(course, plain, "probe", STUDENTS) == demo.write_class(course, array, "probe",
                                                                                    STUDENTS)
-    pipeline.grade(grading_run(plain, io.StringIO()), ["probe"])
+    class_run.grade(grading_run(plain, io.StringIO()), ["probe"])
     return plain, array
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -22,7 +21,7 @@ import nbformat
 from course_lib.grading import class_files, gradebook_merge, preflight, report, review, submissions, uid_lease
 from course_lib.grading.judge import isolated_sources, load_registry, run_judge
 from course_lib.grading.sandbox import SandboxPolicy, running_as_root
-from course_lib.grading.worker import AssignmentSetup, autograde, stop_all, student_policy
+from course_lib.grading.worker import AssignmentSetup, autograde, run_tracked, stop_all, student_policy
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,9 +62,9 @@ class GradingRun:
 def _nbgrader(run: GradingRun, cwd: Path, *args: str) -> None:
     command = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.course_id={run.course_id}",
                "--log-level=WARN"]
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
-    if result.returncode != 0:
-        raise RuntimeError(f"nbgrader {args[0]} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    ok, output = run_tracked(command, cwd, None, timeout=600)
+    if not ok:
+        raise RuntimeError(f"nbgrader {args[0]} failed:\n{output[-6000:]}")
 
 
 def assignment_names(run: GradingRun) -> list[str]:
