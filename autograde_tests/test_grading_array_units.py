@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
+from course_lib.dist import slurm_jobs
 from course_lib.grading import class_run, slurm_array, slurm_grading, uid_lease
 from course_lib.grading.report import StudentResult
 
@@ -60,11 +61,15 @@ JobId=902 ArrayJobId=900 ArrayTaskId=0 JobState=FAILED Reason=NonZeroExitCode Ex
 """
 
 
+def parse_sacct(text: str) -> dict[int, tuple[str, str]]:
+    return slurm_array.read_states(slurm_jobs.sacct_records(text, slurm_array.SACCT_COLUMNS))
+
+
 def test_task_states_from_sacct_and_scontrol():
-    states = slurm_array.parse_sacct(SACCT)
+    states = parse_sacct(SACCT)
     assert states[1] == ("FAILED", "9:0") and states[2][0] == "CANCELLED"
     assert states[4] == states[5] == ("PENDING", "0:0")
-    assert slurm_array.parse_scontrol(SCONTROL) == {
+    assert slurm_array.read_states(slurm_jobs.scontrol_records(SCONTROL)) == {
         0: ("FAILED", "137:0"), 1: ("RUNNING", "0:0"), 2: ("PENDING", "0:0"), 3: ("PENDING", "0:0")}
 
 
@@ -77,7 +82,7 @@ def test_task_states_fall_back_to_scontrol_without_accounting():
 
 
 def test_only_failures_are_retried_not_cancellations():
-    states = {i: s for i, s in slurm_array.parse_sacct(SACCT).items() if i not in (4, 5)}
+    states = {i: s for i, s in parse_sacct(SACCT).items() if i not in (4, 5)}
     # task 0 completed but left no done marker (it died after Slurm's view of it): retried too
     assert slurm_array.to_retry(states, finished=set()) == [0, 1, 3, 6]
     assert slurm_array.to_retry(states, finished={0}) == [1, 3, 6]
@@ -99,6 +104,21 @@ def test_grading_on_slurm_without_sbatch_says_where_to_run_it(tmp_path, monkeypa
     with pytest.raises(SystemExit, match="sbatch is not on PATH"):
         slurm_grading.grade_on_slurm(class_run.GradingRun(course_root=tmp_path), slurm_array.ArrayOptions())
     assert not (tmp_path / "grading").exists()
+
+
+def test_a_task_holds_only_when_named_and_only_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(slurm_grading, "HOLD_LIMIT_S", 0.3)
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "77")
+    monkeypatch.setenv("COURSE_GRADE_HOLD_TASK", f"2:{tmp_path}")
+    slurm_grading._hold_if_asked(1)
+    assert not (tmp_path / "held").exists()
+    start = time.monotonic()
+    slurm_grading._hold_if_asked(2)
+    assert time.monotonic() - start >= 0.3
+    assert (tmp_path / "held").read_text() == f"{os.getpid()} 77_2"
+    start = time.monotonic()
+    slurm_grading._hold_if_asked(2)  # held once already: a re-queued task goes on
+    assert time.monotonic() - start < 0.3
 
 
 def _gradebooks(*paths: Path) -> list[str]:

@@ -63,9 +63,10 @@ def slurm_environment(env=None) -> dict:
     return env
 
 
-def _run(command: list[str], env: dict, timeout: float, cwd=None) -> subprocess.CompletedProcess:
+def _run(command: list[str], env: dict, timeout: float, cwd=None,
+         runner=subprocess.run) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+        return runner(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(command, 124, "", f"{command[0]} gave no answer in {timeout:g} s")
 
@@ -84,19 +85,58 @@ def slurm_unavailable_reason(env=None, timeout: float = 15) -> str | None:
     return None
 
 
+# sacct's column names as scontrol spells the same fields, so that both answers read alike.
+SACCT_AS_SCONTROL = {"JobID": "JobId", "State": "JobState", "ExitCode": "ExitCode"}
+
+
+def scontrol_records(text: str) -> list[dict[str, str]]:
+    """`scontrol show job --oneliner` (a line per job, array task or pending range) -> [{field: value}]."""
+    return [dict(re.findall(r"(\w+)=(\S*)", line)) for line in text.splitlines() if "JobId=" in line]
+
+
+def sacct_records(text: str, columns: tuple[str, ...]) -> list[dict[str, str]]:
+    """`sacct -n -P -o <columns>` -> [{field: value}] in scontrol's names; an array task's JobID (812_3)
+    gives its ArrayTaskId, and a state such as "CANCELLED by 0" reads CANCELLED."""
+    records = []
+    for line in text.splitlines():
+        values = line.strip().split("|")
+        if len(values) < len(columns):
+            continue
+        record = {SACCT_AS_SCONTROL.get(name, name): value
+                  for name, value in zip(columns, values, strict=False)}
+        record["JobState"] = (record.get("JobState") or "UNKNOWN").split()[0]
+        if "_" in record.get("JobId", ""):
+            record["ArrayTaskId"] = record["JobId"].split("_", 1)[1]
+        records.append(record)
+    return records
+
+
+def job_records(job_id: str, env: dict, timeout: float = 30, accounting_first: bool = False,
+                sacct_columns: tuple[str, ...] = ("State", "ExitCode"),
+                runner=subprocess.run) -> list[dict[str, str]]:
+    """What Slurm says of a job (or of each task of an array), as {field: value} in scontrol's names:
+    from scontrol, or from sacct once scontrol has forgotten the job; `accounting_first` asks sacct first
+    (it still lists every task of an array that has ended). Raises when neither knows the job."""
+    questions = {
+        "scontrol": (["scontrol", "show", "job", "--oneliner", job_id], scontrol_records),
+        "sacct": (["sacct", "-j", job_id, "-X", "-n", "-P", "-o", ",".join(sacct_columns)],
+                  lambda text: sacct_records(text, sacct_columns))}
+    said = {}
+    for name in (["sacct", "scontrol"] if accounting_first else ["scontrol", "sacct"]):
+        command, read = questions[name]
+        answer = _run(command, env, timeout, runner=runner)
+        records = read(answer.stdout) if answer.returncode == 0 else []
+        if records:
+            return records
+        said[name] = answer.stderr.strip() or "nothing"
+    raise RuntimeError(f"Slurm knows no job {job_id}: scontrol said {said['scontrol']!r}, "
+                       f"sacct {said['sacct']!r}")
+
+
 def job_state(job_id: str, env: dict, timeout: float = 30) -> tuple[str, str, str]:
     """(state, exit code, output file) from scontrol; from sacct once scontrol has forgotten the job."""
-    shown = _run(["scontrol", "show", "job", "--oneliner", job_id], env, timeout)
-    if shown.returncode == 0:
-        fields = dict(re.findall(r"(\w+)=(\S*)", shown.stdout))
-        return fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "?"), fields.get("StdOut", "")
-    accounted = _run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode"], env, timeout)
-    line = accounted.stdout.strip().splitlines()[:1] if accounted.returncode == 0 else []
-    if not line:
-        raise RuntimeError(f"Slurm knows no job {job_id}: scontrol said {shown.stderr.strip()!r}, "
-                           f"sacct {accounted.stderr.strip() or 'nothing'!r}")
-    state, _, exit_code = line[0].partition("|")
-    return state.split()[0], exit_code, ""
+    record = job_records(job_id, env, timeout)[0]
+    return record.get("JobState", "UNKNOWN"), record.get("ExitCode", "?"), record.get("StdOut", "")
 
 
 def submit_job(script, *script_args: str, sbatch_args=(), submit_dir=None, env=None,

@@ -6,17 +6,19 @@ which failed tasks are worth one more try.
 from __future__ import annotations
 
 import math
-import re
+import os
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# End states a task does not leave again; RUNNING, PENDING, REQUEUED, ... are not among them.
-FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-                "BOOT_FAIL", "DEADLINE"}
-# Worth one more try: the task's process or node died, or it ran out of time or memory. CANCELLED is
-# not: somebody stopped it on purpose (scancel), and its students are reported ungraded instead.
+from course_lib.dist import slurm_jobs
+from course_lib.dist.slurm_jobs import FINAL_STATES
+
+SACCT_COLUMNS = ("JobID", "State", "ExitCode")
+# End states (FINAL_STATES) worth one more try: the task's process or node died, or it ran out of time
+# or memory. CANCELLED is not: somebody stopped it on purpose (scancel), and its students are reported
+# ungraded instead.
 RETRY_STATES = FINAL_STATES - {"COMPLETED", "CANCELLED"}
 
 
@@ -75,43 +77,19 @@ def _indices(text: str) -> list[int]:
     return found
 
 
-def parse_sacct(text: str) -> dict[int, tuple[str, str]]:
-    """`sacct -n -P -X -o JobID,State,ExitCode` of an array -> {task: (state, exit code)}."""
+def read_states(records: list[dict[str, str]]) -> dict[int, tuple[str, str]]:
+    """Slurm's records of an array (slurm_jobs.job_records) -> {task: (state, exit code)}."""
     states = {}
-    for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) < 3 or "_" not in parts[0]:
-            continue
-        state = parts[1].split()[0] if parts[1].strip() else "UNKNOWN"  # "CANCELLED by 0"
-        for index in _indices(parts[0].split("_", 1)[1]):
-            states[index] = (state, parts[2])
-    return states
-
-
-def parse_scontrol(text: str) -> dict[int, tuple[str, str]]:
-    """`scontrol show job --oneliner ARRAY_ID` (a line per task or pending range) -> {task: (state, exit)}."""
-    states = {}
-    for line in text.splitlines():
-        fields = dict(re.findall(r"(\w+)=(\S*)", line))
-        if "ArrayTaskId" not in fields:
-            continue
-        for index in _indices(fields["ArrayTaskId"]):
-            states[index] = (fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "?"))
+    for record in records:
+        for index in _indices(record.get("ArrayTaskId", "")):
+            states[index] = (record.get("JobState", "UNKNOWN"), record.get("ExitCode", "?"))
     return states
 
 
 def task_states(job_id: str, runner=subprocess.run) -> dict[int, tuple[str, str]]:
     """Each task's state: from sacct when the cluster keeps accounting, else from scontrol."""
-    sacct = runner(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,State,ExitCode"],
-                   capture_output=True, text=True, timeout=60)
-    if sacct.returncode == 0 and sacct.stdout.strip():
-        return parse_sacct(sacct.stdout)
-    shown = runner(["scontrol", "show", "job", "--oneliner", job_id], capture_output=True, text=True,
-                   timeout=60)
-    if shown.returncode != 0:
-        raise RuntimeError(f"cannot read the state of job {job_id}: sacct said {sacct.stderr.strip()!r}, "
-                           f"scontrol said {shown.stderr.strip()!r}")
-    return parse_scontrol(shown.stdout)
+    return read_states(slurm_jobs.job_records(job_id, dict(os.environ), timeout=60, accounting_first=True,
+                                              sacct_columns=SACCT_COLUMNS, runner=runner))
 
 
 def to_retry(states: dict[int, tuple[str, str]], finished: set[int]) -> list[int]:

@@ -25,6 +25,7 @@ from course_lib.grading.judge import load_registry
 from course_lib.grading.sandbox import SandboxPolicy
 
 SCRIPT = pipeline.CODE_ROOT / "slurm" / "grade_array.sbatch"
+HOLD_LIMIT_S = 600.0
 # What a task takes over from the class's run, so that it grades exactly as `make grade` would.
 PLAN_SETTINGS = ("course_id", "source_directory", "cell_timeout", "notebook_timeout", "judge_timeout",
                  "max_output_bytes", "registry", "recheck")
@@ -70,10 +71,27 @@ def grade_task(work: Path, index: int, jobs: int) -> list[report.StudentResult]:
                               **settings)
     run.policy = SandboxPolicy(**plan["policy"])
     results = pipeline.grade(run, plan["targets"])
+    _hold_if_asked(index)
     done = root / "done.json"
     done.with_suffix(".partial").write_text(json.dumps([r.__dict__ for r in results]))
     done.with_suffix(".partial").replace(done)
     return results
+
+
+def _hold_if_asked(index: int) -> None:
+    """For the tests of a task killed half-way (tests/slurm/test_grading_array.py): with
+    COURSE_GRADE_HOLD_TASK=<index>:<folder>, that task, its share graded into its own gradebook but not
+    yet marked done, writes <folder>/held ("PID JOB_TASK") and waits there to be killed; once only (a
+    held file already there: it goes on), and never longer than HOLD_LIMIT_S."""
+    wanted, _, folder = os.environ.get("COURSE_GRADE_HOLD_TASK", "").partition(":")
+    held = Path(folder) / "held"
+    if not folder or wanted != str(index) or held.exists():
+        return
+    held.with_suffix(".partial").write_text(f"{os.getpid()} {os.environ.get('SLURM_ARRAY_JOB_ID')}_{index}")
+    held.with_suffix(".partial").replace(held)
+    deadline = time.monotonic() + HOLD_LIMIT_S
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def merge_task(run: pipeline.GradingRun, work: Path, index: int) -> list[report.StudentResult]:
