@@ -106,19 +106,20 @@ def test_grading_on_slurm_without_sbatch_says_where_to_run_it(tmp_path, monkeypa
     assert not (tmp_path / "grading").exists()
 
 
-def test_a_task_holds_only_when_named_and_only_once(tmp_path, monkeypatch):
+def test_a_task_holds_only_when_named_until_told_to_go(tmp_path, monkeypatch):
     monkeypatch.setattr(slurm_grading, "HOLD_LIMIT_S", 0.3)
     monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "77")
     monkeypatch.setenv("COURSE_GRADE_HOLD_TASK", f"2:{tmp_path}")
     slurm_grading._hold_if_asked(1)
-    assert not (tmp_path / "held").exists()
+    assert not list(tmp_path.iterdir())
     start = time.monotonic()
-    slurm_grading._hold_if_asked(2)
+    slurm_grading._hold_if_asked(2)  # nobody says go: it waits out HOLD_LIMIT_S
     assert time.monotonic() - start >= 0.3
-    assert (tmp_path / "held").read_text() == f"{os.getpid()} 77_2"
+    assert (tmp_path / "held-1").read_text() == f"{os.getpid()} 77_2"
+    (tmp_path / "go-2").touch()
     start = time.monotonic()
-    slurm_grading._hold_if_asked(2)  # held once already: a re-queued task goes on
-    assert time.monotonic() - start < 0.3
+    slurm_grading._hold_if_asked(2)  # the re-queued task: told to go at once
+    assert time.monotonic() - start < 0.3 and (tmp_path / "held-2").exists()
 
 
 def _gradebooks(*paths: Path) -> list[str]:

@@ -79,18 +79,20 @@ def grade_task(work: Path, index: int, jobs: int) -> list[report.StudentResult]:
 
 
 def _hold_if_asked(index: int) -> None:
-    """For the tests of a task killed half-way (tests/slurm/test_grading_array.py): with
-    COURSE_GRADE_HOLD_TASK=<index>:<folder>, that task, its share graded into its own gradebook but not
-    yet marked done, writes <folder>/held ("PID JOB_TASK") and waits there to be killed; once only (a
-    held file already there: it goes on), and never longer than HOLD_LIMIT_S."""
+    """For the test of a task killed half-way (tests/slurm/test_grading_array.py); does nothing unless
+    COURSE_GRADE_HOLD_TASK=<index>:<folder> names this task. Its share graded into its own gradebook but
+    not yet marked done, the task writes <folder>/held-N ("PID JOB_TASK"; N counts its arrivals here, so
+    a re-queued task writes held-2) and waits until <folder>/go-N exists or it is killed, at most
+    HOLD_LIMIT_S: a test acts at a known point instead of racing the task."""
     wanted, _, folder = os.environ.get("COURSE_GRADE_HOLD_TASK", "").partition(":")
-    held = Path(folder) / "held"
-    if not folder or wanted != str(index) or held.exists():
+    if not folder or wanted != str(index):
         return
+    arrival = 1 + len(list(Path(folder).glob("held-*")))
+    held = Path(folder) / f"held-{arrival}"
     held.with_suffix(".partial").write_text(f"{os.getpid()} {os.environ.get('SLURM_ARRAY_JOB_ID')}_{index}")
     held.with_suffix(".partial").replace(held)
     deadline = time.monotonic() + HOLD_LIMIT_S
-    while time.monotonic() < deadline:
+    while not (Path(folder) / f"go-{arrival}").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
