@@ -20,11 +20,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from course_lib.grading import class_files, gradebook_merge, pipeline, report, slurm_array
+from course_lib.grading import class_files, class_run, gradebook_merge, report, slurm_array
 from course_lib.grading.judge import load_registry
 from course_lib.grading.sandbox import SandboxPolicy
 
-SCRIPT = pipeline.CODE_ROOT / "slurm" / "grade_array.sbatch"
+SCRIPT = class_run.CODE_ROOT / "slurm" / "grade_array.sbatch"
 HOLD_LIMIT_S = 600.0
 # What a task takes over from the class's run, so that it grades exactly as `make grade` would.
 PLAN_SETTINGS = ("course_id", "source_directory", "cell_timeout", "notebook_timeout", "judge_timeout",
@@ -35,7 +35,7 @@ def _task_dir(work: Path, index: int) -> Path:
     return work / f"task-{index}"
 
 
-def write_plan(run: pipeline.GradingRun, work: Path, targets: list[str], shares: list[list[str]]) -> None:
+def write_plan(run: class_run.GradingRun, work: Path, targets: list[str], shares: list[list[str]]) -> None:
     """plan.json (what every task grades, and how) and each task's course root: links to the class's
     solutions and to its share's submission folders."""
     plan = {"course_root": str(run.course_root), "targets": targets,
@@ -66,11 +66,11 @@ def grade_task(work: Path, index: int, jobs: int) -> list[report.StudentResult]:
     root = _fresh_task_root(plan, work, index)
     settings = {name: plan[name] for name in PLAN_SETTINGS}
     course = Path(plan["course_root"])  # its grades and answers stay hidden from the students' code
-    run = pipeline.GradingRun(course_root=root, jobs=jobs, feedback=False, check_reference=False,
+    run = class_run.GradingRun(course_root=root, jobs=jobs, feedback=False, check_reference=False,
                               also_hide=[str(course / "grading"), str(course / plan["source_directory"])],
                               **settings)
     run.policy = SandboxPolicy(**plan["policy"])
-    results = pipeline.grade(run, plan["targets"])
+    results = class_run.grade(run, plan["targets"])
     _hold_if_asked(index)
     done = root / "done.json"
     done.with_suffix(".partial").write_text(json.dumps([r.__dict__ for r in results]))
@@ -96,7 +96,7 @@ def _hold_if_asked(index: int) -> None:
         time.sleep(0.2)
 
 
-def merge_task(run: pipeline.GradingRun, work: Path, index: int) -> list[report.StudentResult]:
+def merge_task(run: class_run.GradingRun, work: Path, index: int) -> list[report.StudentResult]:
     """Copy a done task's grades (scores, review flags, autograded notebooks) into the class's."""
     root = _task_dir(work, index)
     task_db = f"sqlite:///{root / 'grading' / 'gradebook.db'}"
@@ -114,27 +114,27 @@ def merge_task(run: pipeline.GradingRun, work: Path, index: int) -> list[report.
     return merged
 
 
-def _check_class(run: pipeline.GradingRun, targets: list[str]) -> list[str]:
+def _check_class(run: class_run.GradingRun, targets: list[str]) -> list[str]:
     """Register the assignments in the class gradebook and run the preflight; the class's students."""
     registry = load_registry(run.registry)
     with tempfile.TemporaryDirectory(prefix="course-grading-") as scratch_dir:
         scratch = Path(scratch_dir)
         scratch.chmod(0o711)
-        setups, work = pipeline.collect_work(run, targets, scratch)
-        held = pipeline.sandbox_uids(run, max(1, len(setups)))
+        setups, work = class_run.collect_work(run, targets, scratch)
+        held = class_run.sandbox_uids(run, max(1, len(setups)))
         try:
-            pipeline._preflight(run, setups, scratch, registry, first_spare_uid=run.policy.uid)
+            class_run._preflight(run, setups, scratch, registry, first_spare_uid=run.policy.uid)
         finally:
             if held:
                 held.release()
     return sorted({submission.student for _, _, submission in work})
 
 
-def _run_array(run: pipeline.GradingRun, options: slurm_array.ArrayOptions, work: Path, indices: list[int],
+def _run_array(run: class_run.GradingRun, options: slurm_array.ArrayOptions, work: Path, indices: list[int],
                largest_share: int, targets: int) -> dict[int, tuple[str, str]]:
     command = slurm_array.sbatch_command(options, SCRIPT, work, indices, largest_share * targets)
     submitted = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=120,
-                               env=dict(os.environ, COURSE_DIR=str(pipeline.CODE_ROOT)))
+                               env=dict(os.environ, COURSE_DIR=str(class_run.CODE_ROOT)))
     if submitted.returncode != 0:
         raise SystemExit(f"sbatch refused the grading array: {submitted.stderr.strip()}\n"
                          f"command: {' '.join(command)}")
@@ -143,7 +143,7 @@ def _run_array(run: pipeline.GradingRun, options: slurm_array.ArrayOptions, work
     return slurm_array.wait_for(job_id, indices, options, say=run.say)
 
 
-def grade_on_slurm(run: pipeline.GradingRun, options: slurm_array.ArrayOptions,
+def grade_on_slurm(run: class_run.GradingRun, options: slurm_array.ArrayOptions,
                    assignments: list[str] | None = None) -> list[report.StudentResult]:
     """Grade the class as a job array; returns the merged results (raises if a task failed twice)."""
     if shutil.which("sbatch") is None:
@@ -152,7 +152,7 @@ def grade_on_slurm(run: pipeline.GradingRun, options: slurm_array.ArrayOptions,
     class_files.put_venv_on_path()
     run.grading_dir.mkdir(parents=True, exist_ok=True)
     run.grading_dir.chmod(0o700)
-    targets = assignments or pipeline.assignment_names(run)
+    targets = assignments or class_run.assignment_names(run)
     students = _check_class(run, targets)
     shares = slurm_array.split(students, options.tasks) if students else []
     work = run.grading_dir / "slurm" / time.strftime("run-%Y%m%d-%H%M%S")
@@ -174,8 +174,8 @@ def grade_on_slurm(run: pipeline.GradingRun, options: slurm_array.ArrayOptions,
         pending = retry
     if run.feedback:
         for assignment in sorted({r.assignment for r in results}):
-            pipeline.generate_feedback(run, assignment)
-    class_files.write_outputs(run.grading_dir, run.db_url, pipeline.assignment_names(run), results)
+            class_run.generate_feedback(run, assignment)
+    class_files.write_outputs(run.grading_dir, run.db_url, class_run.assignment_names(run), results)
     run.say(report.summary_table(results))
     if failed:
         missing = sorted(s for i in failed for s in shares[i])
