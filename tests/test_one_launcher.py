@@ -14,8 +14,6 @@ COURSE_LIB = ROOT / "course_lib"
 PROCESS_MODULES = {"subprocess", "multiprocessing", "pty"}
 PROCESS_CALLS = {"fork", "forkpty", "system", "popen", "kill", "killpg", "posix_spawn", "posix_spawnp"}
 PROCESS_PREFIXES = ("exec", "spawn")
-# Still starting Slurm's command-line tools (sbatch, sacct, scontrol) on their own; issue 17 moves them.
-NOT_YET_MOVED = {"course_lib/grading/slurm_grading.py", "course_lib/grading/slurm_array.py"}
 
 
 def process_starts(path: Path) -> list[str]:
@@ -38,8 +36,7 @@ def process_starts(path: Path) -> list[str]:
 
 def test_only_course_lib_dist_starts_processes():
     outside = [path for path in sorted(COURSE_LIB.rglob("*.py"))
-               if "dist" not in path.relative_to(COURSE_LIB).parts[:1]
-               and str(path.relative_to(ROOT)) not in NOT_YET_MOVED]
+               if "dist" not in path.relative_to(COURSE_LIB).parts[:1]]
     assert [line for path in outside for line in process_starts(path)] == []
 
 

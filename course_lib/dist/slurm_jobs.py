@@ -63,12 +63,29 @@ def slurm_environment(env=None) -> dict:
     return env
 
 
-def _run(command: list[str], env: dict, timeout: float, cwd=None,
-         runner=subprocess.run) -> subprocess.CompletedProcess:
+def run_slurm_command(command: list[str], env: dict, timeout: float, cwd=None,
+                      runner=None) -> subprocess.CompletedProcess:
+    """One Slurm tool (sbatch, sacct, scontrol, scancel) run to its end; a hang reads as exit status 124.
+
+    ``runner`` stands in for subprocess.run in tests that play Slurm's answers."""
     try:
-        return runner(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+        return (runner or subprocess.run)(command, capture_output=True, text=True, env=env, cwd=cwd,
+                                          timeout=timeout)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(command, 124, "", f"{command[0]} gave no answer in {timeout:g} s")
+
+
+def cancel_job(job_id: str, env=None, runner=None) -> None:
+    """scancel the job (every task of an array); an answer that never comes is not waited for."""
+    run_slurm_command(["scancel", job_id], slurm_environment(env), 60, runner=runner)
+
+
+def shell_variables(script: Path, names, env: dict, timeout: float = 30) -> dict[str, str]:
+    """The values the bash ``script`` gives the variables ``names`` when sourced (empty when unset)."""
+    shown = " ".join(f'"${{{name}:-}}"' for name in names)
+    answer = run_slurm_command(["bash", "-c", f'source "$1" >/dev/null 2>&1; printf "%s\\n" {shown}', "site",
+                                str(script)], env, timeout)
+    return dict(zip(names, answer.stdout.split("\n"), strict=False))
 
 
 def slurm_unavailable_reason(env=None, timeout: float = 15) -> str | None:
@@ -77,7 +94,7 @@ def slurm_unavailable_reason(env=None, timeout: float = 15) -> str | None:
     missing = [name for name in ("sbatch", "scontrol") if shutil.which(name, path=env.get("PATH")) is None]
     if missing:
         return f"Slurm is not installed here ({', '.join(missing)} not found): {HOW_TO_GET_SLURM}"
-    ping = _run(["scontrol", "ping"], env, timeout)
+    ping = run_slurm_command(["scontrol", "ping"], env, timeout)
     if ping.returncode != 0 or "UP" not in ping.stdout:
         said = [line for line in (ping.stdout + ping.stderr).splitlines() if line.strip(" *")]
         return (f"Slurm is installed but no controller answers (scontrol ping: {said[0] if said else '?'}); "
@@ -113,7 +130,7 @@ def sacct_records(text: str, columns: tuple[str, ...]) -> list[dict[str, str]]:
 
 def job_records(job_id: str, env: dict, timeout: float = 30, accounting_first: bool = False,
                 sacct_columns: tuple[str, ...] = ("State", "ExitCode"),
-                runner=subprocess.run) -> list[dict[str, str]]:
+                runner=None) -> list[dict[str, str]]:
     """What Slurm says of a job (or of each task of an array), as {field: value} in scontrol's names:
     from scontrol, or from sacct once scontrol has forgotten the job; `accounting_first` asks sacct first
     (it still lists every task of an array that has ended). Raises when neither knows the job."""
@@ -124,7 +141,7 @@ def job_records(job_id: str, env: dict, timeout: float = 30, accounting_first: b
     said = {}
     for name in (["sacct", "scontrol"] if accounting_first else ["scontrol", "sacct"]):
         command, read = questions[name]
-        answer = _run(command, env, timeout, runner=runner)
+        answer = run_slurm_command(command, env, timeout, runner=runner)
         records = read(answer.stdout) if answer.returncode == 0 else []
         if records:
             return records
@@ -155,7 +172,7 @@ def submit_job(script, *script_args: str, sbatch_args=(), submit_dir=None, env=N
     environment.setdefault("COURSE_DIR", str(COURSE_ROOT))
     submit_dir = Path(submit_dir or tempfile.mkdtemp(prefix="course-jobs-"))
     command = ["sbatch", "--parsable", *map(str, sbatch_args), str(script), *map(str, script_args)]
-    submitted = _run(command, environment, 60, cwd=submit_dir)
+    submitted = run_slurm_command(command, environment, 60, cwd=submit_dir)
     if submitted.returncode != 0:
         raise RuntimeError(f"sbatch refused {script.name}: {submitted.stderr.strip() or submitted.stdout}")
     job_id = submitted.stdout.strip().split(";")[0]
@@ -165,7 +182,7 @@ def submit_job(script, *script_args: str, sbatch_args=(), submit_dir=None, env=N
         if state in FINAL_STATES:
             return SlurmJob(job_id, state, exit_code, Path(output or submit_dir / f"slurm-{job_id}.out"))
         if time.monotonic() > deadline:
-            _run(["scancel", job_id], environment, 30)
+            run_slurm_command(["scancel", job_id], environment, 30)
             raise TimeoutError(f"job {job_id} was still {state} after {timeout:g} s, so it was cancelled "
                                "(squeue shows what else the cluster is running)")
         time.sleep(poll_s)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +85,7 @@ def read_states(records: list[dict[str, str]]) -> dict[int, tuple[str, str]]:
     return states
 
 
-def task_states(job_id: str, runner=subprocess.run) -> dict[int, tuple[str, str]]:
+def task_states(job_id: str, runner=None) -> dict[int, tuple[str, str]]:
     """Each task's state: from sacct when the cluster keeps accounting, else from scontrol."""
     return read_states(slurm_jobs.job_records(job_id, dict(os.environ), timeout=60, accounting_first=True,
                                               sacct_columns=SACCT_COLUMNS, runner=runner))
@@ -99,7 +98,7 @@ def to_retry(states: dict[int, tuple[str, str]], finished: set[int]) -> list[int
 
 
 def wait_for(job_id: str, indices: list[int], options: ArrayOptions, say=print,
-             runner=subprocess.run) -> dict[int, tuple[str, str]]:
+             runner=None) -> dict[int, tuple[str, str]]:
     """Poll until every task in indices has ended; cancel the array if it outlasts max_wait_s."""
     deadline, last = time.monotonic() + options.max_wait_s, ""
     while True:
@@ -112,7 +111,7 @@ def wait_for(job_id: str, indices: list[int], options: ArrayOptions, say=print,
             say(line)
             last = line
         if time.monotonic() > deadline:
-            runner(["scancel", job_id], capture_output=True, timeout=60)
+            slurm_jobs.cancel_job(job_id, runner=runner)
             raise TimeoutError(f"job array {job_id} still running after {options.max_wait_s:g} s: cancelled")
         time.sleep(options.poll_seconds)
 
@@ -127,11 +126,8 @@ def site_settings(code_root: Path, environ: dict) -> dict:
     values = {}
     site = code_root / "slurm" / "site.sh"
     if site.exists():
-        names = " ".join(f'"${{{name}:-}}"' for name in SITE_VARIABLES)
-        shown = subprocess.run(["bash", "-c", f'source "$1" >/dev/null 2>&1; printf "%s\\n" {names}', "site",
-                                str(site)], capture_output=True, text=True, timeout=30,
-                               env={k: v for k, v in environ.items() if k not in SITE_VARIABLES})
-        values = dict(zip(SITE_VARIABLES, shown.stdout.split("\n"), strict=False))
+        values = slurm_jobs.shell_variables(site, list(SITE_VARIABLES),
+                                            {k: v for k, v in environ.items() if k not in SITE_VARIABLES})
     values.update({name: environ[name] for name in SITE_VARIABLES if environ.get(name)})
     settings = {}
     for name, text in values.items():

@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 
+from course_lib.dist.slurm_jobs import run_slurm_command
 from course_lib.grading import class_files, class_run, gradebook_merge, report, slurm_array
 from course_lib.grading.judge import load_registry
 from course_lib.grading.sandbox import SandboxPolicy
@@ -133,8 +133,8 @@ def _check_class(run: class_run.GradingRun, targets: list[str]) -> list[str]:
 def _run_array(run: class_run.GradingRun, options: slurm_array.ArrayOptions, work: Path, indices: list[int],
                largest_share: int, targets: int) -> dict[int, tuple[str, str]]:
     command = slurm_array.sbatch_command(options, SCRIPT, work, indices, largest_share * targets)
-    submitted = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=120,
-                               env=dict(os.environ, COURSE_DIR=str(class_run.CODE_ROOT)))
+    environment = dict(os.environ, COURSE_DIR=str(class_run.CODE_ROOT))
+    submitted = run_slurm_command(command, environment, 120, cwd=work)
     if submitted.returncode != 0:
         raise SystemExit(f"sbatch refused the grading array: {submitted.stderr.strip()}\n"
                          f"command: {' '.join(command)}")
