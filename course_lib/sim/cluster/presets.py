@@ -27,6 +27,8 @@ NETWORK_HOP_LATENCY = 14e-6
 #   two DGX H100 (8 NICs each) reach about 8 x 46-48 = 368-384 GB/s all-reduce busbw with the ring.
 NCCL_MEASURED_BUSBW = {"h100_nvlink_ring": 370e9, "ndr_per_nic": (46e9, 48e9)}
 
+# Each preset spells out every field (the same shape twice, on purpose) so each number sits beside its
+# data-sheet source rather than being derived from another GPU's.
 H100 = HardwarePreset(
     name="h100",
     flops=GEMM_EFFICIENCY * 989e12,
