@@ -53,21 +53,6 @@ def coordinates(rank: int, degrees: dict, placement) -> dict:
     return out
 
 
-def group_is_intra_node(dims, degrees: dict, placement, gpus_per_node: int) -> bool:
-    """True when every group along ``dims`` (one name or several) stays inside one node."""
-    dims = (dims,) if isinstance(dims, str) else tuple(dims)
-    if all(degrees[d] == 1 for d in dims):
-        return True
-    step = strides(degrees, placement)
-    world = math.prod(degrees.values())
-    for rank in range(world):
-        coords = coordinates(rank, degrees, placement)
-        base = rank - sum(coords[d] * step[d] for d in dims)
-        if base // gpus_per_node != rank // gpus_per_node:
-            return False
-    return True
-
-
 def group_link(cluster, dims, degrees: dict, placement):
     """The GroupLink collectives along ``dims`` run on; in a synchronous step the slowest group sets the
     pace: the one that spans the most nodes with the fewest members on one of them."""
