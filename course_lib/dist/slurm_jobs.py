@@ -65,7 +65,8 @@ def slurm_environment(env=None) -> dict:
 
 def run_slurm_command(command: list[str], env: dict, timeout: float, cwd=None,
                       runner=None) -> subprocess.CompletedProcess:
-    """One Slurm tool (sbatch, sacct, scontrol, scancel) run to its end; a hang reads as exit status 124.
+    """One command-line tool (Slurm's sbatch, sacct, scontrol, scancel; bash reading a site file) run to its
+    end; a hang reads as exit status 124.
 
     ``runner`` stands in for subprocess.run in tests that play Slurm's answers."""
     try:
@@ -85,6 +86,9 @@ def shell_variables(script: Path, names, env: dict, timeout: float = 30) -> dict
     shown = " ".join(f'"${{{name}:-}}"' for name in names)
     answer = run_slurm_command(["bash", "-c", f'source "$1" >/dev/null 2>&1; printf "%s\\n" {shown}', "site",
                                 str(script)], env, timeout)
+    if answer.returncode == 124:   # its settings silently dropped would grade with the wrong partition
+        raise RuntimeError(f"sourcing {script} did not finish in {timeout:g} s; make sure it ends without "
+                           "waiting for input (bash -n checks its syntax)")
     return dict(zip(names, answer.stdout.split("\n"), strict=False))
 
 

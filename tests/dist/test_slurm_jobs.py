@@ -13,6 +13,7 @@ from course_lib.dist.slurm_jobs import (
     COURSE_ROOT,
     SlurmUnavailable,
     script_lines,
+    shell_variables,
     slurm_unavailable_reason,
     submit_job,
     torchrun_locally,
@@ -122,3 +123,13 @@ def test_script_lines_explain_a_copy_without_the_file_and_refuse_a_missing_start
 def test_torchrun_locally_refuses_zero_ranks():
     with pytest.raises(ValueError, match="nproc_per_node must be at least 1"):
         torchrun_locally("course_lib.examples.ddp:main", 0)
+
+
+def test_shell_variables_reads_a_site_file_and_refuses_one_that_hangs(tmp_path):
+    site = tmp_path / "site.sh"
+    site.write_text("A=1\nB='two words'\n")
+    env = {"PATH": os.environ["PATH"]}
+    assert shell_variables(site, ["A", "B", "C"], env) == {"A": "1", "B": "two words", "C": ""}
+    site.write_text("sleep 5\n")
+    with pytest.raises(RuntimeError, match="did not finish in 0.5 s"):
+        shell_variables(site, ["A"], env, timeout=0.5)
