@@ -13,7 +13,7 @@ import torch._dynamo  # noqa: F401 - DDP's constructor imports it: once here (5 
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from course_lib.dist import RankFailure, record_traffic, run_ranks
+from course_lib.dist import record_traffic, run_ranks
 from course_lib.grading.rank_attempt import FailureText, RankRun, run_on_ranks
 from course_lib.models import make_mlp, make_transformer_block, seeded
 
@@ -157,27 +157,11 @@ def torch_ddp_finals(world_size: int, cases, seed: int, timeout: float) -> list[
     return [[per_rank[rank][index] for rank in range(world_size)] for index in range(len(cases))]
 
 
-@dataclass(frozen=True)
-class DDPFailureText(FailureText):
-    """DDP's words for a failed run, also for a rank that died without a Python error or ran out of memory."""
-
-    subject: str = "DDP"
-    hung: str = ("{subject} did not finish on {world_size} ranks within {timeout:g} s (a rank waits for "
-                 "something that never comes), so the test stopped it.")
-    died: str = "a rank running {subject} on {world_size} ranks died without a Python error: {summary}"
-    out_of_memory: str = ("{subject} ran out of memory on {world_size} ranks (the grader limits each "
-                          "process's memory; does something grow every step?): {summary}")
-
-    def lead(self, error: RankFailure, **words) -> str:
-        if error.exc_type is None:   # no exception: the rank process itself ended (a signal, os._exit)
-            return self.died.format(subject=self.subject, summary=error.summary, **words)
-        if error.exc_type == MemoryError.__name__:
-            return self.out_of_memory.format(subject=self.subject, summary=error.summary, **words)
-        return super().lead(error, **words)
-
-
-# The whole end of a rank's traceback, as the DDP checks have always shown it.
-DDP_FAILURE = DDPFailureText(frames=lambda remote_traceback: remote_traceback.strip()[-2500:])
+# DDP's own words for a hang (its ranks wait inside DDP's hooks, not in the student's collectives) and the
+# whole end of a rank's traceback, as the DDP checks have always shown them.
+DDP_HUNG = ("{subject} did not finish on {world_size} ranks within {timeout:g} s (a rank waits for something "
+            "that never comes), so the test stopped it.")
+DDP_FAILURE = FailureText("DDP", hung=DDP_HUNG, frames=lambda traceback: traceback.strip()[-2500:])
 
 
 def run_student(student, world_size: int, cases, seed: int, timeout: float, kind: str = "train") -> RankRun:

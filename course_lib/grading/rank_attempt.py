@@ -48,12 +48,18 @@ class FailureText:
     forbidden: str = "{subject} made a call this part forbids: {summary}"
     not_written: str = "{subject} is not written yet (it raises NotImplementedError)"
     raised: str = "{subject} raised on {world_size} ranks: {summary}"
+    # No exception at all: the rank's process itself ended (a signal, the memory limit's kill, os._exit).
+    died: str = "a rank running {subject} on {world_size} ranks died without a Python error: {summary}"
+    out_of_memory: str = ("{subject} ran out of memory on {world_size} ranks (the grader limits each "
+                          "process's memory; does something grow every step?): {summary}")
     crashed: str = "running {subject} on {world_size} ranks failed: {reason}"
     frames: Callable[[str], str] = field(default=student_frames)
 
     def lead(self, error: RankFailure, **words) -> str:
         template = {ForbiddenCallError.__name__: self.forbidden,
-                    NotImplementedError.__name__: self.not_written}.get(error.exc_type, self.raised)
+                    NotImplementedError.__name__: self.not_written,
+                    MemoryError.__name__: self.out_of_memory,
+                    None: self.died}.get(error.exc_type, self.raised)
         return template.format(subject=self.subject, summary=error.summary, **words)
 
 
