@@ -25,3 +25,8 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.ExecutePreprocessor.timeout = 120
 c.ExecutePreprocessor.interrupt_on_timeout = True
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# Where the grader finds the instructor-only hidden checks (searched in order) and the registry of the
+# test cells the isolated judge re-checks (course_lib.grading.settings reads these; nbgrader ignores them).
+c.CourseGrading.hidden_checks = ["instructor/checks"]
+c.CourseGrading.registry = "instructor/registry.py"

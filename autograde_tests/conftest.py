@@ -18,9 +18,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograde_tests import hostile_class, probe_course
-from course_lib.grading import class_run, fixtures
-from course_lib.grading.sandbox import GiB, SandboxPolicy
+from autograde_tests.support import hostile_class, probe_course
+from course_lib.grading.autograder import class_run, fixtures
+from course_lib.grading.sandbox.policy import GiB, SandboxPolicy
 
 REPO = Path(__file__).resolve().parents[1]
 RING = "02_collectives"
@@ -143,7 +143,7 @@ def graded_class(tmp_path_factory) -> GradedClass:
                                          {**wrong_answers(MESH, MESH_FIXTURES), **wrong_capstone()})
     log = io.StringIO()
     run = class_run.GradingRun(course_root=root, jobs=3, cell_timeout=20, judge_timeout=300,
-                               registry="autograde_tests.probe_registry", stream=log,
+                               **probe_course.PROBE_SETTINGS, stream=log,
                                policy=SandboxPolicy(memory_bytes=3 * GiB),
                                check_reference=False)  # each chapter's solution is a student of this class
     results = {(r.assignment, r.student): r for r in class_run.grade(run, sorted(students))}
@@ -156,7 +156,7 @@ def chapter_run(tmp_path_factory, chapter: str, prefix: str, wrong: dict, judge_
     students = {chapter: write_chapter_class(root, chapter, prefix, wrong)}
     log = io.StringIO()
     run = class_run.GradingRun(course_root=root, jobs=2, cell_timeout=120, judge_timeout=judge_timeout,
-                               registry="autograde_tests.probe_registry", stream=log,
+                               **probe_course.PROBE_SETTINGS, stream=log,
                                policy=SandboxPolicy(memory_bytes=3 * GiB), check_reference=False)
     results = {(r.assignment, r.student): r for r in class_run.grade(run, [chapter])}
     return GradedClass(root, students, results, log.getvalue())

@@ -20,9 +20,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograde_tests import probe_course
-from course_lib.grading import class_run, fixtures
-from course_lib.grading.sandbox import SandboxPolicy, running_as_root
+from autograde_tests.support import probe_course
+from course_lib.grading.autograder import class_run, fixtures
+from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area):
     _nbgrader(course, exchange, "collect", "probe")
     assert sorted(p.name for p in (course / "grading" / "submitted").iterdir()) == sorted(students)
     run = class_run.GradingRun(course_root=course, jobs=2, cell_timeout=30, stream=io.StringIO(),
-                               registry="autograde_tests.probe_registry",
+                               **probe_course.PROBE_SETTINGS,
                                policy=SandboxPolicy(uid=62200, gid=62200),
                                check_reference=False)  # tested on its own; here the exchange is
     scores = {r.student: r.score for r in class_run.grade(run, ["probe"])}

@@ -17,31 +17,33 @@ import pytest
 from nbgrader.api import Gradebook
 
 from course_lib.dist import slurm_jobs
-from course_lib.grading import class_run, slurm_array, slurm_grading, uid_lease
-from course_lib.grading.report import StudentResult
+from course_lib.grading.autograder import class_run
+from course_lib.grading.autograder.report import StudentResult
+from course_lib.grading.sandbox import uid_lease
+from course_lib.grading.slurm import array_grading, array_tasks
 
 
 def test_split_is_even_contiguous_and_never_empty():
     students = [f"s{i:02d}" for i in range(30)]
-    shares = slurm_array.split(students, 4)
+    shares = array_tasks.split(students, 4)
     assert [len(s) for s in shares] == [8, 8, 7, 7]
     assert sum(shares, []) == students
-    assert slurm_array.split(["a", "b"], 4) == [["a"], ["b"]]
-    assert slurm_array.split([], 3) == []
+    assert array_tasks.split(["a", "b"], 4) == [["a"], ["b"]]
+    assert array_tasks.split([], 3) == []
     with pytest.raises(ValueError, match="at least one task"):
-        slurm_array.split(students, 0)
+        array_tasks.split(students, 0)
 
 
 def test_time_limit_and_sbatch_line():
-    options = slurm_array.ArrayOptions(tasks=4, partition="cpu", account="course", minutes_per_submission=2,
+    options = array_tasks.ArrayOptions(tasks=4, partition="cpu", account="course", minutes_per_submission=2,
                                       cpus_per_task=2)
-    assert slurm_array.time_limit_minutes(options, 8) == 5 + 8
-    command = slurm_array.sbatch_command(options, Path("/c/slurm/grade_array.sbatch"), Path("/w"), [1, 3], 8)
+    assert array_tasks.time_limit_minutes(options, 8) == 5 + 8
+    command = array_tasks.sbatch_command(options, Path("/c/slurm/grade_array.sbatch"), Path("/w"), [1, 3], 8)
     assert command[:3] == ["sbatch", "--parsable", "--array=1,3"]
     assert {"--partition=cpu", "--account=course", "--cpus-per-task=2", "--time=13",
             "--output=/w/task-%a.out"} <= set(command)
     assert command[-2:] == ["/c/slurm/grade_array.sbatch", "/w"]
-    plain = slurm_array.sbatch_command(slurm_array.ArrayOptions(), Path("s"), Path("/w"), [0], 1)
+    plain = array_tasks.sbatch_command(array_tasks.ArrayOptions(), Path("s"), Path("/w"), [0], 1)
     assert not any(part.startswith(("--partition", "--account")) for part in plain)
 
 
@@ -62,14 +64,14 @@ JobId=902 ArrayJobId=900 ArrayTaskId=0 JobState=FAILED Reason=NonZeroExitCode Ex
 
 
 def parse_sacct(text: str) -> dict[int, tuple[str, str]]:
-    return slurm_array.read_states(slurm_jobs.sacct_records(text, slurm_array.SACCT_COLUMNS))
+    return array_tasks.read_states(slurm_jobs.sacct_records(text, array_tasks.SACCT_COLUMNS))
 
 
 def test_task_states_from_sacct_and_scontrol():
     states = parse_sacct(SACCT)
     assert states[1] == ("FAILED", "9:0") and states[2][0] == "CANCELLED"
     assert states[4] == states[5] == ("PENDING", "0:0")
-    assert slurm_array.read_states(slurm_jobs.scontrol_records(SCONTROL)) == {
+    assert array_tasks.read_states(slurm_jobs.scontrol_records(SCONTROL)) == {
         0: ("FAILED", "137:0"), 1: ("RUNNING", "0:0"), 2: ("PENDING", "0:0"), 3: ("PENDING", "0:0")}
 
 
@@ -78,14 +80,14 @@ def test_task_states_fall_back_to_scontrol_without_accounting():
         if command[0] == "sacct":
             return subprocess.CompletedProcess(command, 1, "", "Slurm accounting storage is disabled")
         return subprocess.CompletedProcess(command, 0, SCONTROL, "")
-    assert slurm_array.task_states("900", runner)[0] == ("FAILED", "137:0")
+    assert array_tasks.task_states("900", runner)[0] == ("FAILED", "137:0")
 
 
 def test_only_failures_are_retried_not_cancellations():
     states = {i: s for i, s in parse_sacct(SACCT).items() if i not in (4, 5)}
     # task 0 completed but left no done marker (it died after Slurm's view of it): retried too
-    assert slurm_array.to_retry(states, finished=set()) == [0, 1, 3, 6]
-    assert slurm_array.to_retry(states, finished={0}) == [1, 3, 6]
+    assert array_tasks.to_retry(states, finished=set()) == [0, 1, 3, 6]
+    assert array_tasks.to_retry(states, finished={0}) == [1, 3, 6]
 
 
 def test_site_settings_come_from_site_sh_and_the_environment_wins(tmp_path):
@@ -93,32 +95,32 @@ def test_site_settings_come_from_site_sh_and_the_environment_wins(tmp_path):
     (tmp_path / "slurm" / "site.sh").write_text(
         'COURSE_GRADE_PARTITION="${COURSE_GRADE_PARTITION:-grading}"\nCOURSE_GRADE_TASKS=16\n'
         'COURSE_GRADE_MINUTES_PER_SUBMISSION=1.5\necho noise\n')
-    settings = slurm_array.site_settings(tmp_path, {"PATH": os.environ["PATH"], "COURSE_GRADE_TASKS": "8"})
+    settings = array_tasks.site_settings(tmp_path, {"PATH": os.environ["PATH"], "COURSE_GRADE_TASKS": "8"})
     assert settings == {"partition": "grading", "tasks": 8, "minutes_per_submission": 1.5}
     with pytest.raises(SystemExit, match="not a number"):
-        slurm_array.site_settings(tmp_path, {"PATH": os.environ["PATH"], "COURSE_GRADE_TASKS": "many"})
+        array_tasks.site_settings(tmp_path, {"PATH": os.environ["PATH"], "COURSE_GRADE_TASKS": "many"})
 
 
 def test_grading_on_slurm_without_sbatch_says_where_to_run_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SystemExit, match="sbatch is not on PATH"):
-        slurm_grading.grade_on_slurm(class_run.GradingRun(course_root=tmp_path), slurm_array.ArrayOptions())
+        array_grading.grade_on_slurm(class_run.GradingRun(course_root=tmp_path), array_tasks.ArrayOptions())
     assert not (tmp_path / "grading").exists()
 
 
 def test_a_task_holds_only_when_named_until_told_to_go(tmp_path, monkeypatch):
-    monkeypatch.setattr(slurm_grading, "HOLD_LIMIT_S", 0.3)
+    monkeypatch.setattr(array_grading, "HOLD_LIMIT_S", 0.3)
     monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "77")
     monkeypatch.setenv("COURSE_GRADE_HOLD_TASK", f"2:{tmp_path}")
-    slurm_grading._hold_if_asked(1)
+    array_grading._hold_if_asked(1)
     assert not list(tmp_path.iterdir())
     start = time.monotonic()
-    slurm_grading._hold_if_asked(2)  # nobody says go: it waits out HOLD_LIMIT_S
+    array_grading._hold_if_asked(2)  # nobody says go: it waits out HOLD_LIMIT_S
     assert time.monotonic() - start >= 0.3
     assert (tmp_path / "held-1").read_text() == f"{os.getpid()} 77_2"
     (tmp_path / "go-2").touch()
     start = time.monotonic()
-    slurm_grading._hold_if_asked(2)  # the re-queued task: told to go at once
+    array_grading._hold_if_asked(2)  # the re-queued task: told to go at once
     assert time.monotonic() - start < 0.3 and (tmp_path / "held-2").exists()
 
 
@@ -161,7 +163,7 @@ def test_merge_task_copies_scores_flags_and_notebooks_and_keeps_a_hand_score(tmp
         gb.db.commit()
     entry = StudentResult("ann", "hw", 0, 0, notes=[], seconds=3.0).__dict__
     (task / "done.json").write_text(json.dumps([entry]))
-    [result] = slurm_grading.merge_task(class_run.GradingRun(course_root=course), work, 0)
+    [result] = array_grading.merge_task(class_run.GradingRun(course_root=course), work, 0)
     assert (result.score, result.max_score, result.cells) == (1.5, 4.0, {"c1": 1.5, "c2": 0.0})
     with Gradebook(class_db) as gb:
         c1, c2 = (gb.find_grade(c, "hw", "hw", "ann") for c in ("c1", "c2"))
@@ -200,7 +202,7 @@ def test_uid_lease_skips_a_range_some_process_runs_in(tmp_path):
 LEASE_AND_HOLD = """
 import sys, time
 from pathlib import Path
-from course_lib.grading import uid_lease
+from course_lib.grading.sandbox import uid_lease
 held = uid_lease.lease(65000 - 900, 120, Path(sys.argv[1]))
 print(held.first, flush=True)
 time.sleep(3)

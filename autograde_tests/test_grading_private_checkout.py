@@ -15,11 +15,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograde_tests import probe_course
 from autograde_tests.conftest import REPO
-from course_lib.grading import class_run, fixtures
-from course_lib.grading.preflight import GradingRefused
-from course_lib.grading.sandbox import SandboxPolicy, running_as_root
+from autograde_tests.support import probe_course
+from course_lib.grading.autograder import class_run, fixtures
+from course_lib.grading.autograder.preflight import GradingRefused
+from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
 from tests.support.venv_copy import copy_venv
 
 # The checkout's own state, not part of a fresh clone (top level only: course_lib/grading is code).
@@ -74,7 +74,7 @@ def test_a_reference_solution_short_of_full_marks_stops_the_run_before_anyone_is
     fixtures.write_submission(root / "grading" / "submitted" / "ada" / "probe", "probe",
                               fixtures.make_submission(release, {}))
     run = class_run.GradingRun(course_root=root, jobs=1, cell_timeout=20, stream=io.StringIO(),
-                               registry="autograde_tests.probe_registry",
+                               **probe_course.PROBE_SETTINGS,
                                policy=SandboxPolicy(uid=62100, gid=62100))
     with pytest.raises(GradingRefused) as refused:
         class_run.grade(run, ["probe"])

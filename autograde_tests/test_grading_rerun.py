@@ -14,9 +14,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograde_tests import hostile_class, probe_course
-from course_lib.grading import class_run, fixtures
-from course_lib.grading.sandbox import SandboxPolicy
+from autograde_tests.support import hostile_class, probe_course
+from course_lib.grading.autograder import class_run, fixtures
+from course_lib.grading.sandbox.policy import SandboxPolicy
 
 pytestmark = pytest.mark.slow
 CLASS = {"full": hostile_class.CASES["full"], "unanswered": {}}
@@ -50,7 +50,7 @@ def test_interrupted_run_is_rerun_to_the_same_grades(tmp_path, monkeypatch):
     downloads = _zips(root)
     policy = SandboxPolicy(uid=62000, gid=62000)
     run = class_run.GradingRun(course_root=root, jobs=2, cell_timeout=20, stream=io.StringIO(),
-                               registry="autograde_tests.probe_registry", policy=policy,
+                               **probe_course.PROBE_SETTINGS, policy=policy,
                                check_reference=False)  # "full" is the reference; its own test checks that
     finish, merged = class_run._finish, []
 

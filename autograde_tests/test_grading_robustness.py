@@ -11,9 +11,9 @@ import sqlite3
 import nbformat
 import pytest
 
-from autograde_tests import hostile_class
+from autograde_tests.support import hostile_class
 from conftest import skip_or_fail
-from course_lib.grading.sandbox import running_as_root
+from course_lib.grading.sandbox.policy import running_as_root
 
 pytestmark = pytest.mark.slow
 NEEDS_ROOT = {"snoop", "vandal"}

@@ -12,12 +12,12 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 from nbgrader.api import Gradebook
 
-from autograde_tests import probe_course
-from course_lib.grading import fixtures, report, review, submissions
-from course_lib.grading.gradebook_merge import merge_student
-from course_lib.grading.isolation import IsolatedCallError, map_isolated, solution_sources
-from course_lib.grading.sandbox import SandboxPolicy
-from course_lib.grading.student_function import StudentFunction
+from autograde_tests.support import probe_course
+from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated, solution_sources
+from course_lib.grading.attempt.student_function import StudentFunction
+from course_lib.grading.autograder import fixtures, report, review, submissions
+from course_lib.grading.autograder.gradebook_merge import merge_student
+from course_lib.grading.sandbox.policy import SandboxPolicy
 
 
 def _shape(name="probe"):

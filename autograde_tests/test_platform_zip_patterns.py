@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.grading import submissions
+from course_lib.grading.autograder import submissions
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "instructors.md"
 DOWNLOADS = {

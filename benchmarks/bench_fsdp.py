@@ -28,10 +28,10 @@ from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.fsdp import fully_shard  # noqa: E402
 
 from course_lib.dist import run_ranks  # noqa: E402
-from course_lib.grading import fixtures  # noqa: E402
-from course_lib.grading.fsdp_checks import parameter_bytes  # noqa: E402
-from course_lib.grading.optimizer_checks import state_bytes  # noqa: E402
-from course_lib.grading.student_function import StudentFunction  # noqa: E402
+from course_lib.grading.attempt.student_function import StudentFunction  # noqa: E402
+from course_lib.grading.autograder import fixtures  # noqa: E402
+from course_lib.grading.checks.ch07_fsdp import parameter_bytes  # noqa: E402
+from course_lib.grading.checks.ch07_optimizer import state_bytes  # noqa: E402
 
 SOLUTION = ROOT / "solutions" / "07_zero_fsdp" / "07_zero_fsdp.ipynb"
 WIDTH, BLOCKS, ROWS = 1024, 10, 16          # 10 x (1024 x 1024 + 1024) = 10.5 M parameters

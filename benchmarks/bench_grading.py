@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from course_lib.grading import class_run, demo  # noqa: E402
-from course_lib.grading.cli import course_settings  # noqa: E402
+from course_lib.grading.autograder import class_run, demo  # noqa: E402
+from course_lib.grading.settings import read_settings  # noqa: E402
 
 ASSIGNMENT = "02_collectives"
 
@@ -57,7 +57,7 @@ def main() -> None:
                         help="how many of the class plain nbgrader grades (same mix; it is the slow one)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args()
-    settings = course_settings(ROOT)
+    settings = read_settings(ROOT).overrides()
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as scratch_dir:
         scratch = Path(scratch_dir)
         demo_root = scratch / "course"

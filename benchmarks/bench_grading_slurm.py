@@ -1,7 +1,7 @@
 """Grading on Slurm: seconds per submission of a 30-student demo class graded as a job array of 1 and
 of 4 tasks on the local single-node Slurm (make slurm-up), and the speed-up 4 tasks give.
 
-The class is the probe assignment of the grading tests (autograde_tests/probe_course.py), so the
+The class is the probe assignment of the grading tests (autograde_tests/support/probe_course.py), so the
 figure is the array's own cost and gain, not a chapter's lesson. Each task grades one student at a time
 (--cpus-per-task=1): on a node of N cores at most N tasks run at once. Prints medians of --repeats runs
 and the load average. Run as root: .venv/bin/python benchmarks/bench_grading_slurm.py [--repeats 3]
@@ -21,18 +21,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograde_tests import probe_course  # noqa: E402
-from course_lib.grading import class_run, demo, slurm_array, slurm_grading  # noqa: E402
+from autograde_tests.support import probe_course  # noqa: E402
+from course_lib.grading.autograder import class_run, demo  # noqa: E402
+from course_lib.grading.slurm import array_grading, array_tasks  # noqa: E402
 
 
 def seconds_per_submission(course: Path, root: Path, students: int, tasks: int) -> float:
     class_root = root / f"class-{tasks}"
     demo.write_class(course, class_root, "probe", students)
-    run = class_run.GradingRun(course_root=class_root, registry="autograde_tests.probe_registry",
+    run = class_run.GradingRun(course_root=class_root, **probe_course.PROBE_SETTINGS,
                                feedback=False, check_reference=False, stream=io.StringIO())
-    options = slurm_array.ArrayOptions(tasks=tasks, cpus_per_task=1, poll_seconds=0.5, max_wait_s=1800)
+    options = array_tasks.ArrayOptions(tasks=tasks, cpus_per_task=1, poll_seconds=0.5, max_wait_s=1800)
     start = time.perf_counter()
-    slurm_grading.grade_on_slurm(run, options, ["probe"])
+    array_grading.grade_on_slurm(run, options, ["probe"])
     return (time.perf_counter() - start) / students
 
 

@@ -22,12 +22,12 @@ import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B  # noqa: E402
 
-from autograde_tests.checks.ch02_ring import notebook_sources  # noqa: E402
 from course_lib import sim  # noqa: E402
 from course_lib.dist import run_ranks  # noqa: E402
 from course_lib.dist.stage_timing import stage_timeline, time_stage  # noqa: E402
-from course_lib.grading.pipeline_stage_checks import warm_autograd  # noqa: E402
-from course_lib.grading.student_function import StudentFunction  # noqa: E402
+from course_lib.grading.attempt.cells import sources_by_id  # noqa: E402
+from course_lib.grading.attempt.student_function import StudentFunction  # noqa: E402
+from course_lib.grading.checks.ch05_stage import warm_autograd  # noqa: E402
 from course_lib.models import make_layer_stack, split_into_stages  # noqa: E402
 
 SOLUTION = ROOT / "solutions" / "05_pipeline_parallel" / "05_pipeline_parallel.ipynb"
@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--steps", type=int, default=15)
     options = parser.parse_args()
-    sources = notebook_sources(SOLUTION, CELLS)
+    sources = sources_by_id(SOLUTION, CELLS)
     warm_autograd()
     per_rank = run_ranks(race, options.ranks, sources, options.width, options.rows, options.microbatches,
                          options.steps, timeout=600)

@@ -19,9 +19,9 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from autograde_tests.checks.ch02_ring import notebook_sources  # noqa: E402
 from course_lib.dist import run_ranks  # noqa: E402
-from course_lib.grading.student_function import StudentFunction  # noqa: E402
+from course_lib.grading.attempt.cells import sources_by_id  # noqa: E402
+from course_lib.grading.attempt.student_function import StudentFunction  # noqa: E402
 from course_lib.sim import bus_bandwidth  # noqa: E402
 
 SOLUTION = ROOT / "solutions" / "02_collectives" / "02_collectives.ipynb"
@@ -55,7 +55,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=5, help="back-to-back calls per timed block")
     options = parser.parse_args()
     nbytes = int(options.megabytes * 2**20) // 4 * 4
-    ring = StudentFunction("ring_all_reduce", sources=notebook_sources(SOLUTION))
+    cells = ("ring_reduce_scatter", "ring_all_gather", "ring_all_reduce")
+    ring = StudentFunction("ring_all_reduce", sources=sources_by_id(SOLUTION, cells))
     per_rank = run_ranks(race, options.ranks, ring, nbytes, options.blocks, options.calls, timeout=600)
     slowest = {name: [max(times) for times in zip(*(r[name] for r in per_rank), strict=True)]
                for name in ("ring", "gloo")}

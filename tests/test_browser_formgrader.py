@@ -2,7 +2,7 @@
 assignment and the one submission flagged for review, a hand score given there is saved, and the
 next `make grade` keeps it (the rule docs/instructors.md states, section 5).
 
-The class is the probe assignment's (autograde_tests/probe_course.py): a full-marks submission and a
+The class is the probe assignment's (autograde_tests/support/probe_course.py): a full-marks submission and a
 full-marks submission that came with an extra notebook, which flags it for review.
 """
 
@@ -17,8 +17,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograde_tests import probe_course
-from course_lib.grading import class_run, demo
+from autograde_tests.support import probe_course
+from course_lib.grading.autograder import class_run, demo
 from tests.support.jupyter_server import running_jupyterlab
 from tests.test_browser import ARTIFACTS, launch_chromium
 
@@ -41,7 +41,7 @@ def graded_class(root: Path) -> class_run.GradingRun:
         "c.CourseDirectory.autograded_directory = 'grading/autograded'\n"
         "c.CourseDirectory.feedback_directory = 'grading/feedback'\n"
         f"c.CourseDirectory.db_url = 'sqlite:///{class_root / 'grading' / 'gradebook.db'}'\n")
-    run = class_run.GradingRun(course_root=class_root, registry="autograde_tests.probe_registry", jobs=2,
+    run = class_run.GradingRun(course_root=class_root, **probe_course.PROBE_SETTINGS, jobs=2,
                                feedback=False, stream=io.StringIO())
     class_run.grade(run, ["probe"])
     return run

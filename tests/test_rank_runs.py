@@ -8,7 +8,13 @@ import pytest
 import torch.distributed as dist
 
 from course_lib.dist import ForbiddenCallError
-from course_lib.grading.rank_attempt import FailureText, RankRun, fail_with, frames_after, run_on_ranks
+from course_lib.grading.attempt.rank_attempt import (
+    FailureText,
+    RankRun,
+    fail_with,
+    frames_after,
+    run_on_ranks,
+)
 
 TEXT = FailureText("my_ring", raised="{subject} raised on {world_size} ranks: {summary}")
 

@@ -33,7 +33,7 @@ def test_kit_holds_every_released_chapter_and_the_student_files(kit):
     released = sorted(p.name for p in (ROOT / "notebooks").iterdir() if any(p.glob("*.ipynb")))
     assert sorted(p.name for p in (kit / "notebooks").iterdir()) == released
     for name in ("Makefile", "README.md", "pyproject.toml", "environment.yml", "tools/check_notebooks.py",
-                 "course_lib/grading/ring_checks.py", "course_lib/grading/mlp_checks.py"):
+                 "course_lib/grading/checks/ch02_ring.py", "course_lib/grading/checks/ch01_mlp.py"):
         assert (kit / name).is_file(), name
     assert 'testpaths = ["tests"]' in (kit / "pyproject.toml").read_text()
     log = subprocess.run(["git", "-C", str(kit), "log", "--oneline"], capture_output=True, text=True)
@@ -44,12 +44,15 @@ def test_kit_holds_every_released_chapter_and_the_student_files(kit):
 
 def test_kit_leaves_out_answers_hidden_checks_and_the_grading_backend(kit):
     files = [p for p in kit.rglob("*") if p.is_file() and ".git" not in p.relative_to(kit).parts]
-    instructor_only = ("solutions", "autograde_tests", "grading")
+    instructor_only = ("solutions", "instructor", "autograde_tests", "grading")
     assert not [p for p in files if p.relative_to(kit).parts[0] in instructor_only]
-    for backend in ("class_run.py", "worker.py", "judge.py", "cli.py", "demo.py", "fixtures.py"):
-        assert not (kit / "course_lib" / "grading" / backend).exists(), backend
+    shipped = {p.relative_to(kit / "course_lib" / "grading").parts[0] for p in files
+               if p.is_relative_to(kit / "course_lib" / "grading")}
+    assert {"checks", "attempt"} <= shipped and not shipped & {"autograder", "slurm", "cli.py"}, shipped
+    for backend in ("worker.py", "kernel.py", "uid_lease.py", "execute.py"):
+        assert not (kit / "course_lib" / "grading" / "sandbox" / backend).exists(), backend
     texts = {p: p.read_text(errors="ignore") for p in files}
-    for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "autograde_tests"):
+    for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "autograde_tests", "instructor/"):
         assert not [p for p, text in texts.items() if marker in text], marker
     assert student_kit.secret_lines(), "the scan must know solution lines to look for"
     assert student_kit.scan(kit) == []

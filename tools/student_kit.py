@@ -1,9 +1,9 @@
 """`make student-kit`: what a student gets (released notebooks, course_lib, tests, a Makefile) and no answer.
 
-The kit holds every chapter found in notebooks/, the parts of course_lib.grading the notebooks import
-(the visible checks), the course_lib unit tests that need nothing instructor-only, and a scan proves
-no solution code, hidden test or autograde_tests/ content came along. Writes build/student-kit/ and
-build/student-kit.zip (and with --git, a fresh repository in the kit folder).
+The kit holds every chapter found in notebooks/, course_lib with the student's side of course_lib.grading
+(checks/ and attempt/, by folder, and what they import), the course_lib unit tests that need nothing
+instructor-only, and a scan proves no solution code, hidden check or autograde_tests/ content came along.
+Writes build/student-kit/ and build/student-kit.zip (and with --git, a fresh repository in the kit folder).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ KIT_FILES = ROOT / "tools" / "kit"              # the student Makefile, README a
 ROOT_FILES = ("pyproject.toml", "environment.yml", "conftest.py")
 SHIPPED_TOOLS = ("tools/check_notebooks.py", "tools/torch_index.py")
 TEST_FOLDERS = ("tests/sim", "tests/dist", "tests/viz", "tests/examples", "tests/chapters")
-INSTRUCTOR_WORDS = ("autograde_tests", "solutions/", "BEGIN SOLUTION", "HIDDEN TESTS")
+INSTRUCTOR_WORDS = ("autograde_tests", "instructor/", "solutions/", "BEGIN SOLUTION", "HIDDEN TESTS")
+INSTRUCTOR_FOLDERS = ("solutions", "instructor", "autograde_tests", "grading")
+STUDENT_GRADING = ("checks", "attempt")   # the folders of course_lib.grading a student's notebooks run
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 MIN_LEAK_LINE = 24  # shorter lines (`return x`, `import torch`) are too common to prove a leak
 
@@ -61,13 +63,17 @@ def _module_file(name: str) -> Path | None:
 
 
 def needed_grading_modules() -> set[Path]:
-    """The files of course_lib.grading that the notebooks and the rest of course_lib import (transitively)."""
+    """The files of course_lib.grading a student needs: checks/ and attempt/ whole, and what they, the
+    notebooks and the rest of course_lib import from grading (transitively)."""
+    grading = ROOT / "course_lib" / "grading"
+    files = {grading / "__init__.py"}
+    files |= {p for folder in STUDENT_GRADING for p in (grading / folder).rglob("*.py")}
     sources = [_notebook_code(p) for chapter in chapters()
                for p in (ROOT / "notebooks" / chapter).glob("*.ipynb")]
-    sources += [p.read_text() for p in (ROOT / "course_lib").rglob("*.py") if "grading" not in p.parts]
+    sources += [p.read_text() for p in (ROOT / "course_lib").rglob("*.py")
+                if "grading" not in p.parts or p in files]
     pending = set().union(*(_imported_modules(s) for s in sources))
     seen: set[str] = set()
-    files = {ROOT / "course_lib" / "grading" / "__init__.py"}
     while pending:
         name = pending.pop()
         if name in seen:
@@ -86,8 +92,11 @@ def _copy_course_lib(kit: Path) -> None:
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         skipped = {n for n in names if n == "__pycache__" or n.endswith(".pyc")}
-        if Path(folder) == grading:
-            skipped |= {n for n in names if n.endswith(".py") and grading / n not in keep}
+        here = Path(folder)
+        if here == grading or grading in here.parents:
+            skipped |= {n for n in names if n.endswith(".py") and here / n not in keep}
+            skipped |= {n for n in names if (here / n).is_dir() and not any(
+                p.is_relative_to(here / n) for p in keep)}
         return skipped
 
     shutil.copytree(ROOT / "course_lib", kit / "course_lib", ignore=ignore)
@@ -106,7 +115,7 @@ def _pyproject_for_students() -> str:
     """pyproject.toml without the instructor's folders in its test and lint paths."""
     text = (ROOT / "pyproject.toml").read_text()
     text = re.sub(r'^testpaths = .*$', 'testpaths = ["tests"]', text, flags=re.MULTILINE)
-    text = re.sub(r'"(?:autograde_tests|solutions)/[^"]*",?[ \t]*', "", text)
+    text = re.sub(r'"(?:autograde_tests|instructor|solutions)/[^"]*",?[ \t]*', "", text)
     return re.sub(r"^[\w-]+ = \[\]\n", "", text, flags=re.MULTILINE)
 
 
@@ -143,7 +152,8 @@ def _lines(path: Path) -> set[str]:
 
 
 def secret_lines() -> dict[str, str]:
-    """line -> where it comes from: solution code and autograde_tests/ lines that nothing shipped shows."""
+    """line -> where it comes from: solution code, hidden checks and autograde_tests/ lines that nothing
+    shipped shows."""
     public = [*(ROOT / "notebooks").rglob("*.ipynb"), *(ROOT / "course_lib").rglob("*.py"), *_student_tests(),
               *(ROOT / name for name in SHIPPED_TOOLS)]
     shown = set().union(*(_lines(p) for p in public))
@@ -154,7 +164,7 @@ def secret_lines() -> dict[str, str]:
             for block in re.findall(r"### BEGIN (?:SOLUTION|HIDDEN TESTS)\n(.*?)### END", text, re.DOTALL):
                 for line in block.splitlines():
                     secrets.setdefault(line.strip(), str(path.relative_to(ROOT)))
-    for path in (ROOT / "autograde_tests").rglob("*.py"):
+    for path in [*(ROOT / "autograde_tests").rglob("*.py"), *(ROOT / "instructor").rglob("*.py")]:
         for line in path.read_text().splitlines():
             secrets.setdefault(line.strip(), str(path.relative_to(ROOT)))
     return {line: where for line, where in secrets.items()
@@ -167,7 +177,7 @@ def scan(kit: Path) -> list[str]:
     leaks = []
     for path in sorted(p for p in kit.rglob("*") if p.is_file() and ".git" not in p.relative_to(kit).parts):
         relative = path.relative_to(kit)
-        if relative.parts[0] in ("solutions", "autograde_tests", "grading"):
+        if relative.parts[0] in INSTRUCTOR_FOLDERS:
             leaks.append(f"{relative}: an instructor-only folder")
             continue
         text = path.read_text(errors="ignore")

@@ -6,13 +6,14 @@ PyTorch's own equivalent (stand-ins in standins.py); reference answers never shi
 
 from __future__ import annotations
 
-import json
 import math
 import pathlib
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from course_lib.grading.attempt.cells import sources_by_id
 
 # piece -> (chapter folder, the graded cells holding its answer, the names the cells must define)
 PIECES = {
@@ -35,16 +36,13 @@ class LoadedPiece:
 
 
 def solution_cells(notebook: pathlib.Path, grade_ids) -> str | None:
-    """The source of the cells of ``notebook`` that nbgrader marks as the answers ``grade_ids``, in order."""
+    """The source of the answer cells ``grade_ids`` of ``notebook``, in order; None if any is missing."""
     if not notebook.is_file():
         return None
-    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-    chosen = []
-    for cell in cells:
-        marks = cell.get("metadata", {}).get("nbgrader", {})
-        if marks.get("solution") and marks.get("grade_id") in grade_ids:
-            chosen.append("".join(cell["source"]))
-    return "\n\n".join(chosen) if len(chosen) == len(grade_ids) else None
+    try:
+        return "\n\n".join(sources_by_id(notebook, grade_ids, answers_only=True))
+    except KeyError:
+        return None
 
 
 def _namespace(source: str, dist_module) -> dict:

@@ -1,1 +1,13 @@
-"""Checks the exercises share: visible-test helpers and the pieces the grading run uses."""
+"""Grading, by role: ``checks`` (each chapter's visible checks, what notebooks import), ``attempt`` (how a
+check runs student code), ``sandbox`` (the cage), ``autograder`` (``make grade``), ``slurm`` (the array).
+
+Hidden test cells call ``instructor_checks("chNN_...")``. Import paths from before this layout keep
+working for one term through ``moved_modules``.
+"""
+
+from course_lib.grading import moved_modules
+from course_lib.grading.attempt.hidden_checks import instructor_checks
+
+moved_modules.install()
+
+__all__ = ["instructor_checks"]

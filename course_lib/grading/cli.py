@@ -12,26 +12,12 @@ import os
 import sys
 from pathlib import Path
 
-from traitlets.config.loader import PyFileConfigLoader
+from course_lib.grading.autograder import class_files, class_run, demo, submissions
+from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
+from course_lib.grading.settings import CODE_ROOT, read_settings
+from course_lib.grading.slurm import array_grading, array_tasks
 
-from course_lib.grading import class_files, class_run, demo, slurm_array, slurm_grading, submissions
-from course_lib.grading.sandbox import SandboxPolicy, running_as_root
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def course_settings(course_root: Path) -> dict:
-    """The values of nbgrader_config.py the grading run honours (course id, per-cell timeout)."""
-    config_file = course_root / "nbgrader_config.py"
-    if not config_file.exists():
-        return {}
-    config = PyFileConfigLoader(config_file.name, path=str(course_root)).load_config()
-    settings = {}
-    if "course_id" in config.CourseDirectory:
-        settings["course_id"] = config.CourseDirectory.course_id
-    if "timeout" in config.ExecutePreprocessor:
-        settings["cell_timeout"] = int(config.ExecutePreprocessor.timeout)
-    return settings
+ROOT = CODE_ROOT
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,23 +62,23 @@ def _slurm_options(command: argparse.ArgumentParser) -> None:
     group.add_argument("--cpus-per-task", type=int, help="cores per task = students it grades at once (1)")
 
 
-def _array_options(args) -> slurm_array.ArrayOptions:
-    settings = slurm_array.site_settings(ROOT, dict(os.environ))
+def _array_options(args) -> array_tasks.ArrayOptions:
+    settings = array_tasks.site_settings(ROOT, dict(os.environ))
     for name in ("tasks", "partition", "account", "minutes_per_submission", "cpus_per_task"):
         if getattr(args, name) is not None:
             settings[name] = getattr(args, name)
-    return slurm_array.ArrayOptions(**settings)
+    return array_tasks.ArrayOptions(**settings)
 
 
 def _grade(run: class_run.GradingRun, args, assignments: list[str] | None) -> list:
     if args.slurm:
-        return slurm_grading.grade_on_slurm(run, _array_options(args), assignments)
+        return array_grading.grade_on_slurm(run, _array_options(args), assignments)
     return class_run.grade(run, assignments, getattr(args, "zips", None),
                            getattr(args, "zip_pattern", submissions.DEFAULT_ZIP_PATTERN))
 
 
 def _run(course_root: Path, args) -> class_run.GradingRun:
-    settings = course_settings(ROOT)
+    settings = read_settings(ROOT).overrides()
     if args.cell_timeout:
         settings["cell_timeout"] = args.cell_timeout
     if not running_as_root():
@@ -105,7 +91,7 @@ def _run(course_root: Path, args) -> class_run.GradingRun:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "grade-task":
-        slurm_grading.grade_task(args.work.resolve(), args.index, args.jobs)
+        array_grading.grade_task(args.work.resolve(), args.index, args.jobs)
         return 0
     if args.command == "grade":
         if args.slurm and args.zips:

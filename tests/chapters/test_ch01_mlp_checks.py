@@ -1,21 +1,23 @@
 """Unit tests of chapter 01's checks: a correct backward pass passes, each typical mistake is named.
 
-Covers the visible helpers (course_lib.grading.mlp_checks) and the hidden checks (autograde_tests).
+Covers the visible helpers (course_lib.grading.checks.ch01_mlp) and the hidden checks (autograde_tests).
 """
 
 import pytest
 import torch
 
-from autograde_tests.checks import ch01_mlp
-from course_lib.grading.mlp_checks import (
+from course_lib.grading import instructor_checks
+from course_lib.grading.attempt.student_function import StudentFunction
+from course_lib.grading.checks.ch01_mlp import (
     autograd_gradients,
     check_manual_backward,
     course_batch,
     mlp_parameters,
     random_mlp_case,
 )
-from course_lib.grading.student_function import StudentFunction
 from course_lib.models import make_dataloader, make_mlp
+
+ch01_mlp = instructor_checks("ch01_mlp")
 
 REFERENCE_SOURCE = '''
 def manual_backward(x, y, params):

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib.grading.rank_attempt import RankRun, fail_with
-from course_lib.grading.ring_checks import (
+from course_lib.grading.attempt.rank_attempt import RankRun, fail_with
+from course_lib.grading.attempt.student_function import StudentFunction
+from course_lib.grading.checks.ch02_ring import (
     check_ring_all_gather,
     check_ring_all_reduce,
     check_ring_all_reduce_no_collectives,
@@ -14,9 +15,14 @@ from course_lib.grading.ring_checks import (
     check_ring_all_reduce_traffic,
     check_ring_reduce_scatter,
 )
-from course_lib.grading.ring_judge import forbidden_problems, traffic_problems, value_problems
-from course_lib.grading.ring_ranks import RingCase, RingOutcome, _student_frames, expected_result, rank_input
-from course_lib.grading.student_function import StudentFunction
+from course_lib.grading.checks.ch02_ring_judge import forbidden_problems, traffic_problems, value_problems
+from course_lib.grading.checks.ch02_ring_ranks import (
+    RingCase,
+    RingOutcome,
+    _student_frames,
+    expected_result,
+    rank_input,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED, N = 7, 4
@@ -110,7 +116,7 @@ def test_fail_with_lists_the_first_problems():
 
 
 def test_tracebacks_start_at_the_students_code():
-    import course_lib.grading.ring_ranks as module
+    import course_lib.grading.checks.ch02_ring_ranks as module
 
     text = (f'Traceback (most recent call last):\n  File "{module.__file__}", line 97, in _run_cases\n'
             '    returned = function(tensor)\n               ^^^^^^^^\n'
@@ -121,9 +127,12 @@ def test_tracebacks_start_at_the_students_code():
 
 @pytest.mark.slow
 def test_visible_checks_on_real_ranks():
-    from autograde_tests.checks.ch02_ring import notebook_sources
+    from course_lib.grading import instructor_checks
+    from course_lib.grading.attempt.cells import sources_by_id
 
-    sources = notebook_sources(ROOT / "solutions" / "02_collectives" / "02_collectives.ipynb")
+    cells = instructor_checks("ch02_ring").EXERCISE_CELLS
+
+    sources = sources_by_id(ROOT / "solutions" / "02_collectives" / "02_collectives.ipynb", cells)
     check_ring_reduce_scatter(StudentFunction("ring_reduce_scatter", sources=sources))
     check_ring_all_gather(StudentFunction("ring_all_gather", sources=sources))
     reference = StudentFunction("ring_all_reduce", sources=sources)
@@ -138,7 +147,8 @@ def test_visible_checks_on_real_ranks():
 
 
 def test_the_all_reduce_report_is_shared_only_by_the_same_code(monkeypatch):
-    from autograde_tests.checks import ch02_ring
+    from course_lib.grading import instructor_checks
+    ch02_ring = instructor_checks("ch02_ring")
 
     calls = []
     monkeypatch.setattr(ch02_ring, "_runs", lambda student, *args: calls.append(student) or [])

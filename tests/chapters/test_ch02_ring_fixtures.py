@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from autograde_tests.checks import ch02_predict, ch02_ring
-from course_lib.grading.student_function import StudentFunction
+from course_lib.grading import instructor_checks
+from course_lib.grading.attempt.cells import sources_by_id
+from course_lib.grading.attempt.student_function import StudentFunction
+
+ch02_prediction = instructor_checks("ch02_prediction")
+ch02_ring = instructor_checks("ch02_ring")
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "autograde_tests" / "fixtures" / "ring"
@@ -27,10 +31,10 @@ TEST_CELLS = {
                                             ch02_ring.check_ring_all_reduce_no_collectives_hidden),
     "test_ring_all_reduce_no_deadlock": ("ring_all_reduce",
                                          ch02_ring.check_ring_all_reduce_no_deadlock_hidden),
-    "test_predict_gloo_all_reduce": ("predict_gloo_all_reduce", ch02_predict.check_predict_hidden),
-    "test_predict_gloo_own_formula": ("predict_gloo_all_reduce", ch02_predict.check_predict_own_formula),
+    "test_predict_gloo_all_reduce": ("predict_gloo_all_reduce", ch02_prediction.check_predict_hidden),
+    "test_predict_gloo_own_formula": ("predict_gloo_all_reduce", ch02_prediction.check_predict_own_formula),
 }
-POINTS = {**ch02_ring.POINTS, **ch02_predict.POINTS}
+POINTS = {**ch02_ring.POINTS, **ch02_prediction.POINTS}
 
 
 def solution_sources() -> list[str]:
@@ -40,7 +44,7 @@ def solution_sources() -> list[str]:
     cells = nbformat.read(str(SOLUTION), as_version=4).cells
     predict = [c.source for c in cells
                if c.metadata.get("nbgrader", {}).get("grade_id") == "predict_gloo_all_reduce"]
-    return ch02_ring.notebook_sources(SOLUTION) + predict
+    return sources_by_id(SOLUTION, ch02_ring.EXERCISE_CELLS) + predict
 
 
 def earned_points(sources: list[str]) -> tuple[dict, dict]:
@@ -112,12 +116,12 @@ def test_each_wrong_ring_loses_exactly_its_points(fixture):
         assert "collective_time" in messages["test_predict_gloo_own_formula"]
 
 
-def test_notebook_sources_reads_the_exercise_cells_and_names_a_wrong_notebook(tmp_path):
+def test_the_cell_reader_reads_the_exercise_cells_and_names_a_wrong_notebook(tmp_path):
     import nbformat
 
-    sources = ch02_ring.notebook_sources(SOLUTION)
+    sources = sources_by_id(SOLUTION, ch02_ring.EXERCISE_CELLS, answers_only=True)
     assert [s.split("(")[0] for s in sources] == [f"def {name}" for name in ch02_ring.EXERCISE_CELLS]
     other = tmp_path / "other.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), other)
-    with pytest.raises(ValueError, match="ring_reduce_scatter"):
-        ch02_ring.notebook_sources(other)
+    with pytest.raises(KeyError, match="ring_reduce_scatter"):
+        sources_by_id(other, ch02_ring.EXERCISE_CELLS)

@@ -9,7 +9,9 @@ import torch
 from torch import nn
 
 from course_lib.examples.one_process_data_parallel import one_process_data_parallel_step
-from course_lib.grading.ddp_checks import (
+from course_lib.grading.attempt.rank_attempt import RankRun
+from course_lib.grading.attempt.student_function import StudentFunction
+from course_lib.grading.checks.ch03_ddp import (
     _close,
     overlap_problems,
     silence_problems,
@@ -18,10 +20,8 @@ from course_lib.grading.ddp_checks import (
     unique_trainable_bytes,
     volume_problems,
 )
-from course_lib.grading.ddp_runs import MODELS, DDPCase, build_model, global_batches, run_student
-from course_lib.grading.own_ring import own_ring_all_reduce
-from course_lib.grading.rank_attempt import RankRun
-from course_lib.grading.student_function import StudentFunction
+from course_lib.grading.checks.ch03_ddp_ranks import MODELS, DDPCase, build_model, global_batches, run_student
+from course_lib.grading.checks.ch03_own_ring import own_ring_all_reduce
 
 CASE = DDPCase("course MLP", 25.0, steps=2)
 

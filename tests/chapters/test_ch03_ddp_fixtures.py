@@ -11,9 +11,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograde_tests.checks import ch03_ddp
-from course_lib.grading.fixtures import SOLUTION_MARKERS
-from course_lib.grading.student_function import StudentFunction
+from course_lib.grading import instructor_checks
+from course_lib.grading.attempt.cells import SOLUTION_MARKERS
+from course_lib.grading.attempt.student_function import StudentFunction
+
+ch03_ddp = instructor_checks("ch03_ddp")
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "autograde_tests" / "fixtures" / "ddp"

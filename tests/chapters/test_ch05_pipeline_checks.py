@@ -9,8 +9,8 @@ import torch
 
 from course_lib import sim
 from course_lib.dist.stage_timing import stage_timeline, time_stage
-from course_lib.grading import pipeline_checks as checks
-from course_lib.grading.pipeline_stage_checks import (
+from course_lib.grading.checks import ch05_schedule as checks
+from course_lib.grading.checks.ch05_stage import (
     MISMATCHED_OPS,
     StageRun,
     course_ops,
@@ -118,7 +118,7 @@ def test_traffic_names_collectives_and_wrong_sizes():
 
 
 def test_gradients_are_compared_with_single_process_training():
-    from course_lib.grading.pipeline_stage_checks import reference
+    from course_lib.grading.checks.ch05_stage import reference
 
     loss, grads = reference(0, 2)
     per_stage = [grads[:4], grads[4:]]   # 4 blocks of (weight, bias) cut into 2 stages

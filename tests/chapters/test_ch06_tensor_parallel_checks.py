@@ -5,8 +5,8 @@ from pathlib import Path
 
 import torch
 
-from course_lib.grading.rank_attempt import RankRun
-from course_lib.grading.tensor_parallel_runs import (
+from course_lib.grading.attempt.rank_attempt import RankRun
+from course_lib.grading.checks.ch06_tensor_parallel_ranks import (
     LayerCase,
     _reference,
     build_full,
@@ -14,7 +14,7 @@ from course_lib.grading.tensor_parallel_runs import (
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.tensor_parallel_shards import _judge_shards, shard_layouts
+from course_lib.grading.checks.ch06_tensor_parallel_shards import _judge_shards, shard_layouts
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 11

@@ -10,9 +10,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograde_tests.checks import ch06_tensor_parallel as ch06
-from course_lib.grading.fixtures import solution_sources
-from course_lib.grading.student_function import StudentFunction
+from course_lib.grading import instructor_checks
+from course_lib.grading.attempt.student_function import StudentFunction
+from course_lib.grading.autograder.fixtures import solution_sources
+
+ch06 = instructor_checks("ch06_tensor_parallel")
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "autograde_tests" / "fixtures" / "tensor_parallel"

@@ -3,8 +3,8 @@
 import torch
 from torch import nn
 
-from course_lib.grading.fsdp_checks import parameter_bytes
-from course_lib.grading.optimizer_checks import state_bytes
+from course_lib.grading.checks.ch07_fsdp import parameter_bytes
+from course_lib.grading.checks.ch07_optimizer import state_bytes
 
 
 def test_state_bytes_counts_adamw_moments_not_parameters_or_gradients():

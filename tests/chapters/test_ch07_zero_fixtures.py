@@ -10,10 +10,16 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograde_tests.checks import ch07_fsdp, ch07_optimizer, ch07_zero
-from autograde_tests.registry import CHECKS
-from course_lib.grading import fixtures
-from course_lib.grading.student_function import StudentFunction
+from course_lib.grading import instructor_checks
+from course_lib.grading.attempt.student_function import StudentFunction
+from course_lib.grading.autograder import fixtures
+from course_lib.grading.autograder.judge import load_registry
+from course_lib.grading.settings import CODE_ROOT, read_settings
+
+ch07_fsdp = instructor_checks("ch07_fsdp")
+ch07_optimizer = instructor_checks("ch07_optimizer")
+ch07_zero = instructor_checks("ch07_zero")
+CHECKS = load_registry(read_settings(CODE_ROOT).registry)
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "autograde_tests" / "fixtures" / "zero"

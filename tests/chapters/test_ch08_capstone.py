@@ -9,7 +9,7 @@ from torch import nn
 
 from course_lib import capstone
 from course_lib.capstone.loader import solution_cells
-from course_lib.grading.capstone_checks import expected_groups
+from course_lib.grading.checks.ch08_capstone import expected_groups
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CH08 = REPO / "solutions" / "08_nd_parallelism" / "08_nd_parallelism.ipynb"

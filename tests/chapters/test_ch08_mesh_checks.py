@@ -10,10 +10,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograde_tests.checks import ch08_mesh
-from course_lib.grading import mesh_checks
-from course_lib.grading.fixtures import load_py_fixture, solution_sources
-from course_lib.grading.student_function import StudentFunction
+from course_lib.grading import instructor_checks
+from course_lib.grading.attempt.student_function import StudentFunction
+from course_lib.grading.autograder.fixtures import load_py_fixture, solution_sources
+from course_lib.grading.checks import ch08_mesh as mesh_checks
+
+ch08_mesh = instructor_checks("ch08_mesh")
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "autograde_tests" / "fixtures" / "mesh"

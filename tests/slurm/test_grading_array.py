@@ -3,11 +3,11 @@ the grades of `make grade` on one machine, although one task's process is killed
 Slurm reports the task FAILED, the class gradebook then holds the other tasks' students, whole, and
 nothing of the killed task's, and its share, re-queued once, completes the class.
 
-The class is the probe assignment (autograde_tests/probe_course.py): the cheapest assignment to grade,
+The class is the probe assignment (autograde_tests/support/probe_course.py): the cheapest assignment to grade,
 so the test measures the array, not a chapter's lesson. Nothing is timed: the task named in
 COURSE_GRADE_HOLD_TASK waits, its share graded into its own gradebook but not marked done, for the test
 to kill it, and waits again once re-queued, for the test to look at the class gradebook
-(slurm_grading._hold_if_asked).
+(array_grading._hold_if_asked).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from autograde_tests import probe_course
-from course_lib.grading import class_run, demo, gradebook_merge, slurm_array, slurm_grading
+from autograde_tests.support import probe_course
+from course_lib.grading.autograder import class_run, demo, gradebook_merge
+from course_lib.grading.slurm import array_grading, array_tasks
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 STUDENTS, TASKS = 30, 4
@@ -53,12 +54,12 @@ def autograded(course: Path) -> list[str]:
 
 
 def grading_run(course: Path, stream) -> class_run.GradingRun:
-    return class_run.GradingRun(course_root=course, registry="autograde_tests.probe_registry", jobs=2,
+    return class_run.GradingRun(course_root=course, **probe_course.PROBE_SETTINGS, jobs=2,
                                feedback=False, stream=stream)
 
 
-def array_options() -> slurm_array.ArrayOptions:
-    return slurm_array.ArrayOptions(tasks=TASKS, poll_seconds=0.5, max_wait_s=900)
+def array_options() -> array_tasks.ArrayOptions:
+    return array_tasks.ArrayOptions(tasks=TASKS, poll_seconds=0.5, max_wait_s=900)
 
 
 def wait_for(path: Path) -> str:
@@ -118,14 +119,14 @@ def test_a_killed_task_is_requeued_and_the_class_gets_the_grades_of_make_grade(c
     watcher, said = KillThenLook(tmp_path, array), io.StringIO()
     watcher.start()
     try:
-        results = slurm_grading.grade_on_slurm(grading_run(array, said), array_options(), ["probe"])
+        results = array_grading.grade_on_slurm(grading_run(array, said), array_options(), ["probe"])
     finally:
         (tmp_path / "go-1").touch()
         (tmp_path / "go-2").touch()
         watcher.join(timeout=60)
     assert watcher.error is None and watcher.killed and watcher.seen, \
         f"the held task was not killed and re-queued ({watcher.error!r}):\n{said.getvalue()[-4000:]}"
-    killed = set(slurm_array.split(sorted(students), TASKS)[KILLED_TASK])  # shared out in sorted order
+    killed = set(array_tasks.split(sorted(students), TASKS)[KILLED_TASK])  # shared out in sorted order
     assert f"task {KILLED_TASK} ({len(killed)} students) ended FAILED" in said.getvalue()
     assert "re-submitting it once" in said.getvalue()
     assert watcher.task_rows == len(killed), "killed with its share graded into its own gradebook"
@@ -142,6 +143,6 @@ def test_a_killed_task_is_requeued_and_the_class_gets_the_grades_of_make_grade(c
 
 
 def test_grade_array_script_refuses_to_run_without_the_checkout(tmp_path):
-    result = subprocess.run(["bash", str(slurm_grading.SCRIPT), str(tmp_path)], capture_output=True,
+    result = subprocess.run(["bash", str(array_grading.SCRIPT), str(tmp_path)], capture_output=True,
                             text=True, timeout=30, env={"PATH": os.environ["PATH"]})
     assert result.returncode != 0 and "COURSE_DIR must name the course checkout" in result.stderr

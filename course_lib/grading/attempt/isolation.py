@@ -1,0 +1,116 @@
+"""Running a student's function where it cannot touch the judge: source extraction and forked calls.
+
+`solution_sources` pulls the definitions out of a submitted notebook's solution cells; `map_isolated`
+runs the function in a forked, sandboxed child and brings back only plain data (tensors, numbers,
+containers) through torch's weights-only loader, so a hostile result cannot run code in the judge.
+"""
+
+from __future__ import annotations
+
+import ast
+import traceback
+
+from course_lib.dist.plain import decode, encode
+from course_lib.dist.processes import ChildLimitError, call_in_fresh_child
+from course_lib.grading.attempt.cells import marks
+from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
+
+KEPT_STATEMENTS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                   ast.Assign, ast.AnnAssign)
+MAX_RESULT_BYTES = 256 * 1024**2
+
+
+class IsolatedCallError(RuntimeError):
+    """The student's function raised, died or hung in its isolated child process."""
+
+
+def _patches(node: ast.stmt) -> bool:
+    """An assignment to an attribute or item (torch.allclose = ..., module.check = ...): a monkeypatch."""
+    if isinstance(node, ast.Assign):
+        return any(not isinstance(target, ast.Name) for target in node.targets)
+    if isinstance(node, ast.AnnAssign):
+        return not isinstance(node.target, ast.Name)
+    return False
+
+
+def _definitions_only(source: str) -> str:
+    """Top-level definitions of a cell; calls, prints, magics and loops are dropped."""
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    text = "\n".join(lines)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text  # executing it reports the syntax error to the student, as the kernel did
+    kept = [node for node in tree.body if isinstance(node, KEPT_STATEMENTS) and not _patches(node)]
+    return "\n".join(ast.get_source_segment(text, node) or "" for node in kept)
+
+
+def solution_sources(notebook, context_cells: dict[str, str] | None = None) -> list[str]:
+    """Definitions from every solution cell of a submitted notebook, in order.
+
+    context_cells maps grade_id -> source of instructor cells (taken from the release, never from the
+    submission) that the solution may rely on; they are placed where the notebook has them.
+    """
+    context_cells = dict(context_cells or {})
+    sources = []
+    for cell in notebook.get("cells", []):
+        meta = marks(cell)
+        if cell.get("cell_type") != "code":
+            continue
+        if meta.get("grade_id") in context_cells:
+            sources.append(_definitions_only(context_cells.pop(meta["grade_id"])))
+        elif meta.get("solution"):
+            sources.append(_definitions_only(cell.get("source", "")))
+    return [_definitions_only(text) for text in context_cells.values()] + sources
+
+
+def _call_all(student: StudentFunction, calls) -> bytes:
+    """Runs in the fresh child: the encoded outcome of every call, or of the first failure."""
+    import torch
+
+    # OpenMP's thread pool inherited through fork hangs the first parallel kernel that reuses it;
+    # one thread never touches that pool (run_ranks' ranks do the same).
+    torch.set_num_threads(1)
+    try:
+        function = student.resolve()
+        outcome = {"ok": True, "value": [function(*args) for args in calls]}
+        try:
+            return encode(outcome)
+        except Exception as error:
+            return encode({"ok": False, "error": f"the function returned something that is not plain "
+                                                 f"data (numbers, tensors, lists, dicts): {error}"})
+    except BaseException as error:  # noqa: B036  (SystemExit included: it is the student's failure)
+        text = "".join(traceback.format_exception_only(type(error), error)).strip()
+        return encode({"ok": False, "error": text, "traceback": traceback.format_exc()[-4000:]})
+
+
+def map_isolated(candidate, calls, name: str | None = None, timeout: float = 60.0) -> list:
+    """The student's function called on each argument tuple in calls; results in order.
+
+    A plain function (the notebook's visible tests) is simply called. A StudentFunction built from
+    sources is resolved and called in one forked, sandboxed child. Raises IsolatedCallError with the
+    student's error text when the function raised, died, hung or returned something not plain data.
+    """
+    student = as_student_function(candidate, name)
+    calls = [tuple(args) for args in calls]
+    if student.function is not None:
+        return [student.function(*args) for args in calls]
+    try:
+        payload = call_in_fresh_child(lambda: _call_all(student, calls), timeout, MAX_RESULT_BYTES)
+    except ChildLimitError as error:
+        raise IsolatedCallError(str(error)) from None
+    if not payload:
+        raise IsolatedCallError("the process running the function died before returning (os._exit, "
+                                "a crash or the memory limit)")
+    try:
+        outcome = decode(payload)
+    except Exception as error:
+        raise IsolatedCallError(f"returned data the grader refuses to load: {error}") from None
+    if not isinstance(outcome, dict) or "ok" not in outcome:
+        raise IsolatedCallError("returned data the grader does not understand")
+    if not outcome["ok"]:
+        raise IsolatedCallError(str(outcome.get("error")))
+    if not isinstance(outcome.get("value"), list) or len(outcome["value"]) != len(calls):
+        raise IsolatedCallError("returned data the grader does not understand")
+    return outcome["value"]
+

@@ -1,0 +1,264 @@
+"""`make grade`: autograde a class in parallel sandboxes, re-check in isolation, merge, give feedback.
+
+For each assignment: release it once into a template gradebook, vet every submission, autograde each
+student in a private course (N at a time), re-run the registered hidden checks in the isolated judge,
+keep the lower of the two scores per test cell, merge into grading/gradebook.db one student at a
+time, then write HTML feedback, grading/grades.csv and a summary table.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import nbformat
+
+from course_lib.grading.autograder import class_files, preflight, report, scoring, submissions
+from course_lib.grading.autograder.judge import isolated_sources, load_registry, run_judge
+from course_lib.grading.sandbox import uid_lease
+from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
+from course_lib.grading.sandbox.worker import (
+    AssignmentSetup,
+    autograde,
+    run_tracked,
+    stop_all,
+    student_policy,
+)
+from course_lib.grading.settings import CODE_ROOT, read_settings
+
+
+def _course_default(name: str):
+    """A GradingRun default taken from the checkout's own nbgrader_config.py (its hidden checks, its
+    registry), so that a run built in code grades like `make grade`."""
+    return lambda: getattr(read_settings(CODE_ROOT), name)
+
+
+@dataclass
+class GradingRun:
+    """Where the course lives and how to grade it; defaults match nbgrader_config.py."""
+
+    course_root: Path
+    course_id: str = "distributed-training"
+    source_directory: str = "solutions"
+    jobs: int = 2
+    cell_timeout: int = 120
+    notebook_timeout: float = 900.0
+    judge_timeout: float = 300.0
+    max_output_bytes: int = 1_000_000
+    registry: Path | None = field(default_factory=_course_default("registry"))   # None: no isolated re-check
+    hidden_checks: tuple[Path, ...] = field(default_factory=_course_default("hidden_checks"))
+    policy: SandboxPolicy = field(default_factory=SandboxPolicy)
+    feedback: bool = True
+    recheck: bool = True             # the isolated judge (off only to measure what it costs)
+    check_reference: bool = True     # grade solutions/ first; refuse the run unless full marks
+    lease_uids: bool = True          # as root: move the sandbox uids to a range no other run holds
+    also_hide: list[str] = field(default_factory=list)  # more folders student code must not see
+    stream: object = None
+
+    @property
+    def grading_dir(self) -> Path:
+        return self.course_root / "grading"
+
+    @property
+    def db_url(self) -> str:
+        return f"sqlite:///{self.grading_dir / 'gradebook.db'}"
+
+    def say(self, text: str) -> None:
+        print(text, file=self.stream or sys.stdout, flush=True)
+
+
+def _nbgrader(run: GradingRun, cwd: Path, *args: str) -> None:
+    command = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.course_id={run.course_id}",
+               "--log-level=WARN"]
+    ok, output = run_tracked(command, cwd, None, timeout=600)
+    if not ok:
+        raise RuntimeError(f"nbgrader {args[0]} failed:\n{output[-6000:]}")
+
+
+def assignment_names(run: GradingRun) -> list[str]:
+    source = run.course_root / run.source_directory
+    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def prepare(run: GradingRun, assignment: str,
+            scratch: Path) -> tuple[AssignmentSetup, submissions.AssignmentShape]:
+    """Release the assignment into a template gradebook (and register it in the course gradebook)."""
+    source_dir = run.course_root / run.source_directory / assignment
+    if not source_dir.is_dir():
+        raise SystemExit(f"no assignment {assignment!r}: expected a folder {source_dir} "
+                         f"(known: {', '.join(assignment_names(run)) or 'none'})")
+    prep = scratch / f"prep-{assignment}"
+    prep.mkdir(mode=0o700)  # holds the instructor's source and gradebook: never for student eyes
+    shutil.copytree(source_dir, prep / "source" / assignment)
+    common = [f"--CourseDirectory.root={prep}", "--CourseDirectory.source_directory=source",
+              "--CourseDirectory.release_directory=release", "--force"]
+    template = prep / "template.db"
+    _nbgrader(run, prep, "generate_assignment", assignment, *common,
+              f"--CourseDirectory.db_url=sqlite:///{template}")
+    course_db = run.grading_dir / "gradebook.db"
+    if course_db.exists():  # registers (or updates) the assignment next to the grades already there
+        _nbgrader(run, prep, "generate_assignment", assignment, *common,
+                  f"--CourseDirectory.db_url={run.db_url}")
+    else:
+        shutil.copyfile(template, course_db)
+    release = {p.stem: nbformat.read(p, as_version=4)
+               for p in sorted((prep / "release" / assignment).glob("*.ipynb"))}
+    hidden = [str(root / name) for root in {run.course_root, CODE_ROOT}
+              for name in (run.source_directory, "grading", ".git", "autograde_tests/fixtures")]
+    hidden += run.also_hide
+    setup = AssignmentSetup(course_id=run.course_id, assignment=assignment, source_dir=source_dir,
+                            template_db=template, hidden_paths=hidden, cell_timeout=run.cell_timeout,
+                            notebook_timeout=run.notebook_timeout, max_output_bytes=run.max_output_bytes,
+                            policy=run.policy, code_root=CODE_ROOT,
+                            hidden_checks=tuple(str(folder) for folder in run.hidden_checks))
+    return setup, submissions.AssignmentShape(assignment, release)
+
+
+def _source_shapes(run: GradingRun) -> dict[str, submissions.AssignmentShape]:
+    """Every assignment's source notebooks: enough to recognise a notebook submitted to the wrong one."""
+    shapes = {}
+    for name in assignment_names(run):
+        folder = run.course_root / run.source_directory / name
+        shapes[name] = submissions.AssignmentShape(
+            name, {p.stem: nbformat.read(p, as_version=4) for p in sorted(folder.glob("*.ipynb"))})
+    return shapes
+
+
+def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, scratch: Path,
+                   uid: int, registry: dict) -> scoring.Outcome:
+    """Runs in a worker thread: the sandboxed autograde, then the isolated judge."""
+    result = autograde(setup, submission.student, submission.files, scratch, uid)
+    notebooks, verdicts = {}, {}
+    folder = result.autograded_dir(setup.assignment)
+    policy = student_policy(setup, uid, result.course_dir)
+    for name, release in shape.release_notebooks.items():
+        path = folder / f"{name}.ipynb"
+        if not path.exists():
+            continue
+        notebooks[name] = nbformat.read(path, as_version=4)
+        sources = (isolated_sources(notebooks[name], release, setup.assignment, registry)
+                   if run.recheck else {})
+        judge_dir = Path(tempfile.mkdtemp(prefix=f"judge-{name}-", dir=result.course_dir))
+        verdicts[name] = run_judge(run.registry, run.hidden_checks, setup.assignment, sources, policy,
+                                   judge_dir, run.judge_timeout)
+    return scoring.Outcome(submission, result.course_dir, result.ok, result.log, result.seconds, notebooks,
+                           verdicts)
+
+
+def _class_of(run: GradingRun, assignment: str) -> list[str]:
+    submitted = run.grading_dir / "submitted"
+    students = sorted(p.parent.name for p in submitted.glob(f"*/{assignment}") if p.is_dir())
+    if not students:
+        run.say(f"{assignment}: no submissions under {submitted}/<student>/{assignment}/")
+    return [submissions.check_student_id(student) for student in students]
+
+
+def _preflight(run: GradingRun, setups: list, scratch: Path, registry: dict, first_spare_uid: int) -> None:
+    """Before anyone is graded: the sandbox can run the course's Python, and each reference solution
+    scores full marks there (graded exactly as a student). Raises preflight.GradingRefused otherwise."""
+    if not setups:
+        return
+    preflight.check_sandbox_reach(setups[0][0], scratch, first_spare_uid)
+    if run.check_reference:
+        def grade_one(setup, shape, submission, uid):
+            return _grade_student(run, setup, shape, submission, scratch, uid, registry)
+        preflight.check_references(run, setups, grade_one, first_spare_uid)
+
+
+def collect_work(run: GradingRun, targets: list[str], scratch: Path) -> tuple[list, list]:
+    """(setups, work): each assignment with submissions released once, and every vetted submission."""
+    shapes = _source_shapes(run)
+    work, setups = [], []
+    for assignment in targets:
+        students = _class_of(run, assignment)
+        if not students:
+            continue
+        setups.append(prepare(run, assignment, scratch))
+        setup, shape = setups[-1]
+        others = {name: s for name, s in shapes.items() if name != assignment}
+        for student in students:
+            files = submissions.read_folder(run.grading_dir / "submitted" / student / assignment)
+            work.append((setup, shape, submissions.vet(student, shape, files, others)))
+    return setups, work
+
+
+def sandbox_uids(run: GradingRun, count: int) -> uid_lease.UidLease | None:
+    """As root, a range of `count` uids no other grading run on this machine holds; moves run.policy there."""
+    if not (run.lease_uids and running_as_root()):
+        return None
+    held = uid_lease.lease(run.policy.uid, count)
+    if held.first != run.policy.uid:
+        run.say(f"sandbox uids {run.policy.uid}+ are in use by another grading run: using {held.first}+")
+    run.policy = replace(run.policy, uid=held.first, gid=held.first)
+    return held
+
+
+def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report.StudentResult]:
+    """Every (assignment, student) in one pool of `jobs` workers; merges happen here, one at a time."""
+    registry = load_registry(run.registry) if run.registry else {}
+    setups, work = collect_work(run, targets, scratch)
+    held = sandbox_uids(run, len(work) + max(1, len(setups)))
+    try:
+        for setup, _ in setups:
+            setup.policy = run.policy
+        _preflight(run, setups, scratch, registry, first_spare_uid=run.policy.uid + len(work))
+        results = _grade_pool(run, work, scratch, registry)
+    finally:
+        if held:
+            held.release()
+    if run.feedback:
+        for assignment in sorted({r.assignment for r in results}):
+            generate_feedback(run, assignment)
+    return results
+
+
+def generate_feedback(run: GradingRun, assignment: str) -> None:
+    _nbgrader(run, run.course_root, "generate_feedback", assignment, "--force",
+              f"--CourseDirectory.root={run.course_root}", f"--CourseDirectory.db_url={run.db_url}",
+              "--CourseDirectory.autograded_directory=grading/autograded",
+              "--CourseDirectory.feedback_directory=grading/feedback")
+
+
+def _grade_pool(run: GradingRun, work: list, scratch: Path, registry: dict) -> list[report.StudentResult]:
+    bar = report.ProgressBar(len(work), "grading", stream=run.stream)
+    results = []
+    pool = ThreadPoolExecutor(max_workers=max(1, run.jobs))
+    try:
+        futures = {pool.submit(_grade_student, run, setup, shape, sub, scratch, run.policy.uid + i, registry):
+                   setup for i, (setup, shape, sub) in enumerate(work)}
+        for future in as_completed(futures):
+            setup, outcome = futures[future], future.result()
+            result = scoring.finish(run, setup, outcome)
+            shutil.rmtree(outcome.run_dir, ignore_errors=True)
+            results.append(result)
+            bar.advance(f"{result.assignment}/{result.student}: {result.score:g}/{result.max_score:g}")
+    except BaseException:  # Ctrl-C included: what is merged stays merged, the rest is stopped
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_all()
+        raise
+    pool.shutdown()
+    return results
+
+
+def grade(run: GradingRun, assignments: list[str] | None = None, zips: Path | None = None,
+          zip_pattern: str = submissions.DEFAULT_ZIP_PATTERN) -> list[report.StudentResult]:
+    """Grade the given assignments (default: every assignment with submissions); returns the results."""
+    class_files.put_venv_on_path()
+    run.grading_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(run.grading_dir, 0o700)  # the gradebook and every submission: the grader's alone
+    if zips is not None:
+        only = assignments[0] if assignments and len(assignments) == 1 else None
+        class_files.unpack_zips(run.grading_dir, zips, zip_pattern, only)
+    targets = assignments or assignment_names(run)
+    with tempfile.TemporaryDirectory(prefix="course-grading-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        os.chmod(scratch, 0o711)
+        results = grade_all(run, targets, scratch)
+    class_files.write_outputs(run.grading_dir, run.db_url, assignment_names(run), results)
+    run.say(report.summary_table(results))
+    return results

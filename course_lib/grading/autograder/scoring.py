@@ -1,0 +1,63 @@
+"""One student's outcome scored: per test cell the lower of the notebook's and the isolated judge's score,
+merged into the class gradebook, and the autograded notebooks kept with what the instructor must review.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from course_lib.grading.autograder import class_files, gradebook_merge, report, review, submissions
+
+
+@dataclass
+class Outcome:
+    """What grading one submission gave: the autograded notebooks and the judge's verdicts."""
+
+    submission: submissions.Submission
+    run_dir: Path
+    ok: bool
+    log: str
+    seconds: float
+    notebooks: dict[str, nbformat.NotebookNode]
+    verdicts: dict[str, dict]   # notebook -> {grade_id: Verdict}
+
+
+def finish(run, setup, outcome: Outcome) -> report.StudentResult:
+    """In the parent: combine scores, merge into the gradebook, keep the autograded notebooks."""
+    student, assignment = outcome.submission.student, setup.assignment
+    notes = list(outcome.submission.notes)
+    if not outcome.ok and not outcome.notebooks:
+        reason = outcome.log.strip().splitlines()[-1] if outcome.log.strip() else "no output"
+        notes.append(f"nbgrader could not grade this submission ({reason[:160]}): it scores 0")
+    scores = gradebook_merge.read_autograded_scores(f"sqlite:///{outcome.run_dir / 'db' / 'gradebook.db'}",
+                                                    assignment, student)
+    review_cells = set()
+    for name, notebook in outcome.notebooks.items():
+        notes += review.execution_notes(notebook)
+        failed = {gid: v.message for gid, v in outcome.verdicts.get(name, {}).items() if not v.passed}
+        disputed = {gid: msg for gid, msg in failed.items() if (scores.get((name, gid)) or (0,))[0]}
+        for grade_id in failed:
+            scores[(name, grade_id)] = (0.0, (scores.get((name, grade_id)) or (0, False))[1])
+        for grade_id in disputed:
+            review_cells.add((name, grade_id))
+            notes.append(f"{grade_id} passed in the notebook but failed the isolated re-check: scored 0")
+        review.shorten_deadlocks(notebook)
+        review.add_isolated_verdicts(notebook, disputed)
+    merged = gradebook_merge.merge_student(run.db_url, assignment, student, scores, review_cells,
+                                           review_all=bool(notes))
+    keep_autograded(run, setup, outcome)
+    return report.StudentResult(student, assignment, merged.score, merged.max_score, notes, outcome.seconds,
+                                {c.cell: c.points for c in merged.cells})
+
+
+def keep_autograded(run, setup, outcome: Outcome) -> None:
+    """Replace grading/autograded/<student>/<assignment>/ in one rename."""
+    fresh = outcome.run_dir / "autograded" / outcome.submission.student / setup.assignment
+    if fresh.is_dir():
+        for name, notebook in outcome.notebooks.items():
+            nbformat.write(notebook, fresh / f"{name}.ipynb")
+    class_files.replace_tree(fresh, run.grading_dir / "autograded" / outcome.submission.student
+                             / setup.assignment)

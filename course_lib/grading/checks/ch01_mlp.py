@@ -1,0 +1,139 @@
+"""Checks for chapter 01: a hand-written backward pass of the 6->4->2 MLP against PyTorch's autograd.
+
+The visible tests of the notebook and the hidden tests of the grader both end in ``check_manual_backward``,
+so a student sees the same kind of message (which gradient, which shape, how far off) in both.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from course_lib.grading.attempt.student_function import as_student_function
+from course_lib.models import BATCH_SIZE, TwoLayerMLP, make_dataloader, make_mlp
+
+# The lesson's names for the model's tensors, and where PyTorch keeps each one.
+PARAMETER_NAMES = {"W1": "hidden_layer.weight", "b1": "hidden_layer.bias",
+                   "W2": "output_layer.weight", "b2": "output_layer.bias"}
+
+# Float32 sums in a different order than autograd's differ by a few units in the last place.
+RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE = 1e-4, 1e-6
+
+
+def mlp_parameters(model: TwoLayerMLP) -> dict[str, torch.Tensor]:
+    """A detached copy of the model's weights under the lesson's names W1, b1, W2, b2."""
+    tensors = dict(model.named_parameters())
+    return {short: tensors[long].detach().clone() for short, long in PARAMETER_NAMES.items()}
+
+
+def autograd_gradients(x: torch.Tensor, y: torch.Tensor, params: dict[str, torch.Tensor]) -> dict:
+    """PyTorch's own answer: load ``params`` into a TwoLayerMLP, take nn.MSELoss, call .backward()."""
+    hidden_units, in_features = params["W1"].shape
+    out_features = params["W2"].shape[0]
+    model = TwoLayerMLP(in_features, hidden_units, out_features).to(params["W1"].dtype)
+    model.load_state_dict({PARAMETER_NAMES[short]: value for short, value in params.items()})
+    nn.MSELoss()(model(x), y).backward()
+    tensors = dict(model.named_parameters())
+    return {short: tensors[long].grad.detach() for short, long in PARAMETER_NAMES.items()}
+
+
+def course_batch(index: int = 0, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """Batch ``index`` of the course's dataset and the weights of ``make_mlp(seed)``: the lesson's case."""
+    for position, (x, y) in enumerate(make_dataloader(batch_size=BATCH_SIZE)):
+        if position == index:
+            return x, y, mlp_parameters(make_mlp(seed))
+    raise IndexError(f"the course's dataset has no batch {index}: pick one of 0..{position}")
+
+
+def random_mlp_case(seed: int, batch: int, in_features: int, hidden_units: int, out_features: int,
+                    hidden_bias_shift: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """A batch and weights of any shape drawn from ``seed``; a negative shift silences many ReLUs."""
+    generator = torch.Generator().manual_seed(seed)
+    params = {"W1": torch.randn(hidden_units, in_features, generator=generator),
+              "b1": torch.randn(hidden_units, generator=generator) + hidden_bias_shift,
+              "W2": torch.randn(out_features, hidden_units, generator=generator),
+              "b2": torch.randn(out_features, generator=generator)}
+    x = torch.randn(batch, in_features, generator=generator)
+    y = torch.randn(batch, out_features, generator=generator)
+    return x, y, params
+
+
+def _shape(tensor: torch.Tensor) -> tuple[int, ...]:
+    return tuple(tensor.shape)
+
+
+def _hint(name: str, got: torch.Tensor, want: torch.Tensor) -> str:
+    """A likely cause of the error, judged from how far into the backward pass it shows up."""
+    if name in ("W1", "b1"):
+        return (" The output layer's gradients are right, so look at the steps after them: back through W2,"
+                " the ReLU mask (where Z > 0), and the product with x.")
+    scale = want.abs().max().item()
+    for factor, cause in ((2.0, "twice too large: the mean runs over batch * outputs elements, y.numel()"),
+                          (0.5, "half the right size: the derivative of r**2 is 2r, keep the 2"),
+                          (-1.0, "of the wrong sign: the residual is prediction - target")):
+        if scale > 0 and torch.allclose(got, factor * want, rtol=1e-3, atol=1e-6 * scale):
+            return f" It is exactly {cause}."
+    return " Check dL/dY_hat first (the mean's 1/(batch * outputs) and the 2), then the product with H."
+
+
+def compare_gradients(got: dict, want: dict, params: dict, case: str) -> float:
+    """Raise AssertionError naming the first wrong gradient; return the largest error otherwise."""
+    if not isinstance(got, dict):
+        raise AssertionError(f"manual_backward must return a dict like {{'W1': ..., 'b1': ..., 'W2': ..., "
+                             f"'b2': ...}}, it returned {type(got).__name__} ({case})")
+    missing, extra = set(params) - set(got), set(got) - set(params)
+    if missing or extra:
+        raise AssertionError(f"the gradients' keys must be exactly {sorted(params)}: missing "
+                             f"{sorted(missing)}, unexpected {sorted(extra)} ({case})")
+    largest_error = 0.0
+    for name in ("b2", "W2", "b1", "W1"):  # in the order the backward pass computes them
+        value = got[name]
+        if not isinstance(value, torch.Tensor):
+            raise AssertionError(f"gradient {name!r} must be a torch.Tensor, got {type(value).__name__}"
+                                 f" ({case})")
+        if _shape(value) != _shape(params[name]):
+            raise AssertionError(
+                f"gradient of {name} has shape {_shape(value)} but {name} has shape {_shape(params[name])}:"
+                f" dL/d{name} always has the shape of {name} (a missing transpose, or a sum over the batch"
+                f" left out?) ({case})")
+        value = value.detach().to(want[name].dtype)
+        if not torch.isfinite(value).all():
+            raise AssertionError(f"gradient of {name} contains nan or inf ({case})")
+        error = (value - want[name]).abs()
+        worst = int(error.argmax())
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), value.shape))
+        if not torch.allclose(value, want[name], rtol=RELATIVE_TOLERANCE, atol=ABSOLUTE_TOLERANCE):
+            raise AssertionError(
+                f"gradient of {name} is wrong ({case}): max abs error {error.max().item():.3g} at index "
+                f"{index}, where autograd gives {want[name].flatten()[worst].item():.6g} and yours is "
+                f"{value.flatten()[worst].item():.6g}.{_hint(name, value, want[name])}")
+        largest_error = max(largest_error, error.max().item() if error.numel() else 0.0)
+    return largest_error
+
+
+def check_manual_backward(manual_backward, x=None, y=None, params=None, case: str | None = None,
+                          quiet: bool = False) -> float:
+    """Compare ``manual_backward(x, y, params)`` with autograd; by default on batch 0 of the course data.
+
+    Returns the largest absolute error. Raises AssertionError with a message naming what is wrong.
+    """
+    if (x is None) != (y is None) or (x is None) != (params is None):
+        raise ValueError("pass all of x, y and params, or none of them for the course's first batch")
+    if x is None:
+        x, y, params = course_batch(0)
+        case = case or "batch 0 of the course data, make_mlp(0)"
+    case = case or f"batch of {x.shape[0]}, shapes {x.shape[1]}->{params['W1'].shape[0]}->{y.shape[1]}"
+    function = as_student_function(manual_backward, name="manual_backward").resolve()
+    want = autograd_gradients(x, y, params)
+    originals = {name: value.clone() for name, value in params.items()}
+    given = {name: value.clone() for name, value in params.items()}
+    with torch.no_grad():  # the exercise is the backward pass by hand: autograd stays switched off
+        got = function(x.clone(), y.clone(), given)
+    for name, value in given.items():
+        if not torch.equal(value, originals[name]):
+            raise AssertionError(f"manual_backward changed params[{name!r}] in place: compute gradients only,"
+                                 f" leave the weights as they were ({case})")
+    largest_error = compare_gradients(got, want, params, case)
+    if not quiet:
+        print(f"manual_backward matches autograd on {case}: largest error {largest_error:.1e}")
+    return largest_error

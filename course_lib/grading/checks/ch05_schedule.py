@@ -1,0 +1,211 @@
+"""Checks of chapter 05's first exercise, a 1F1B schedule: run the student's generator, judge the ops.
+
+The student's function runs in a child process (with the course's own generator refused); the judging
+side checks the ops it returned: dependencies, warm-up depth, activations held, and simulated makespan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import traceback
+
+from course_lib import sim
+from course_lib.dist import RankFailure, RanksHungError, run_ranks
+from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.attempt.student_function import as_student_function
+from course_lib.sim.step import schedules as sim_pipeline
+
+REFUSED = ("one_f_one_b must build the schedule itself: calling course_lib.sim.pipeline_schedule, the "
+           "course's own generator, is not allowed in this exercise")
+# (t_forward, t_backward, t_comm): equal stages, backward twice forward; uneven stages with hops.
+TIMINGS = ((1.0, 2.0, 0.0), (1.0, 1.0, 0.25), ("uneven", "uneven", 0.4))
+VISIBLE_PAIRS = ((4, 8), (3, 3), (2, 1), (1, 4))
+VISIBLE_TIMEOUT_S = 20
+
+
+def _refused(kind, stages, microbatches, virtual_stages=1):
+    raise PermissionError("one_f_one_b must build the schedule itself: calling "
+                          "course_lib.sim.pipeline_schedule, the course's own generator, "
+                          "is not allowed in this exercise")
+
+
+@contextlib.contextmanager
+def refusing_course_generator():
+    """While inside, every call of course_lib.sim.pipeline_schedule raises, however it was imported."""
+    target = sim_pipeline.pipeline_schedule
+    saved = target.__code__
+    target.__code__ = _refused.__code__   # the one function object every import name points to
+    try:
+        yield
+    finally:
+        target.__code__ = saved
+
+
+def _plain_ops(schedule) -> list:
+    """The returned schedule as lists of [phase, microbatch]; anything unreadable becomes its repr."""
+    stages = []
+    for stage in schedule:
+        ops = []
+        for op in stage:
+            try:
+                phase, microbatch = op
+                ops.append([str(phase), int(microbatch)] if isinstance(microbatch, int) else repr(op))
+            except (TypeError, ValueError):
+                ops.append(repr(op))
+        stages.append(ops)
+    return stages
+
+
+def _generate(rank, world_size, student, pairs):
+    """Child side: the student's schedule for every (stages, microbatches), or the error it raised."""
+    function = student.resolve()
+    outcomes = []
+    with refusing_course_generator():
+        for stages, microbatches in pairs:
+            try:
+                outcomes.append(["ok", _plain_ops(function(stages, microbatches))])
+            except Exception as error:  # noqa: BLE001 - each pair is judged on its own
+                outcomes.append(["error", "".join(traceback.format_exception_only(error)).strip()])
+    return outcomes
+
+
+def generate_schedules(student, pairs, timeout: float) -> tuple[list, str | None]:
+    """Per pair ["ok", ops] or ["error", text], run in a child process; or ([], why it did not run)."""
+    try:
+        return run_ranks(_generate, 1, student, [list(p) for p in pairs], timeout=timeout,
+                         plain_results=True)[0], None
+    except RanksHungError:
+        return [], f"{student.name} did not return within {timeout:g} s (a loop that never ends?)"
+    except RankFailure as error:
+        return [], f"running {student.name} failed: {error.summary}"
+
+
+def structure_problems(stages: int, microbatches: int, ops) -> list[str]:
+    """Shape of the answer: one list per stage, each ("F"|"B", m) exactly once, B after its own F."""
+    where = f"stages={stages}, microbatches={microbatches}"
+    if not isinstance(ops, list) or len(ops) != stages:
+        return [f"{where}: expected a list with one list of ops per stage ({stages}), got {str(ops)[:80]}"]
+    for s, stage in enumerate(ops):
+        bad = [op for op in stage if not (isinstance(op, list) and op[0] in ("F", "B")
+                                          and 0 <= op[1] < microbatches)]
+        if bad:
+            return [f"{where}, stage {s}: {bad[0]} is not an op (\"F\" or \"B\", microbatch in "
+                    f"0..{microbatches - 1})"]
+        seen = [tuple(op) for op in stage]
+        if len(set(seen)) != len(seen) or len(seen) != 2 * microbatches:
+            return [f"{where}, stage {s}: every ('F', m) and ('B', m) must appear exactly once "
+                    f"({2 * microbatches} ops), got {len(seen)} ops, {len(set(seen))} different"]
+        for i, (phase, m) in enumerate(seen):
+            if phase == "B" and ("F", m) not in seen[:i]:
+                return [f"{where}, stage {s}: ('B', {m}) comes before ('F', {m}); a stage can only run the "
+                        "backward of a micro-batch whose forward it has done"]
+    return []
+
+
+def _timings(kind, stages: int):
+    if kind != "uneven":
+        return kind
+    return [1.0 + 0.5 * ((3 * s) % 4) for s in range(stages)]   # stages whose layers differ in cost
+
+
+def simulate(stages: int, microbatches: int, ops, timing) -> float:
+    """The makespan of ``ops`` under one (t_forward, t_backward, t_comm), played by the course simulator."""
+    schedule = sim.Schedule("1f1b", stages, microbatches, 1, [[tuple(op) for op in stage] for stage in ops])
+    forward = _timings(timing[0], stages)
+    backward = [2 * t for t in forward] if timing[1] == "uneven" else timing[1]
+    return sim.simulate_pipeline(schedule, forward, backward, t_comm=timing[2]).makespan
+
+
+def dependency_problems(stages: int, microbatches: int, ops) -> list[str]:
+    """Structure, then whether the stages can run their ops in this order at all (no circular wait)."""
+    problems = structure_problems(stages, microbatches, ops)
+    if problems:
+        return problems
+    try:
+        simulate(stages, microbatches, ops, TIMINGS[0])
+    except ValueError as error:
+        return [f"stages={stages}, microbatches={microbatches}: a dependency is broken, so the pipeline "
+                f"stalls. Each forward of m needs stage s-1's forward of m first, each backward of m needs "
+                f"stage s+1's backward of m. The simulator says: {error}"]
+    return []
+
+
+def memory_problems(stages: int, microbatches: int, ops) -> list[str]:
+    """Warm-up: min(stages - s, microbatches) forwards before the first backward; at most that many held."""
+    problems = structure_problems(stages, microbatches, ops)
+    if problems:
+        return problems
+    where = f"stages={stages}, microbatches={microbatches}"
+    for s, stage in enumerate(ops):
+        limit = min(stages - s, microbatches)
+        phases = [phase for phase, _ in stage]
+        warmup = phases.index("B")
+        held = max(phases[:i + 1].count("F") - phases[:i + 1].count("B") for i in range(len(phases)))
+        if warmup != limit:
+            problems.append(f"{where}, stage {s}: {warmup} forwards before the first backward; in 1F1B "
+                            f"stage s runs min(stages - s, microbatches) = {limit} (its warm-up, then one "
+                            "forward, one backward)")
+        elif held > limit:
+            problems.append(f"{where}, stage {s}: holds the activations of {held} micro-batches at once; "
+                            f"1F1B holds at most stages - s = {limit} (after the warm-up, a backward frees "
+                            "one before the next forward)")
+    return problems
+
+
+def makespan_problems(stages: int, microbatches: int, ops) -> list[str]:
+    """The simulated makespan equals 1F1B's, for several stage and communication times."""
+    problems = dependency_problems(stages, microbatches, ops)
+    if problems:
+        return problems
+    reference = sim.pipeline_schedule("1f1b", stages, microbatches).ops
+    for timing in TIMINGS:
+        got = simulate(stages, microbatches, ops, timing)
+        want = simulate(stages, microbatches, reference, timing)
+        if not math.isclose(got, want, rel_tol=1e-9):
+            return [f"stages={stages}, microbatches={microbatches}, t_forward={timing[0]}, "
+                    f"t_backward={timing[1]}, t_comm={timing[2]}: simulated makespan {got:.3f}, 1F1B's is "
+                    f"{want:.3f}"]
+    return []
+
+
+ASPECTS = {"dependencies": dependency_problems, "memory": memory_problems, "makespan": makespan_problems}
+
+
+def schedule_problems(outcomes, pairs, aspect: str, error: str | None = None) -> list[str]:
+    """What is wrong with the student's schedules for ``aspect`` (dependencies, memory, makespan)."""
+    if error:
+        return [error]
+    problems = []
+    for (stages, microbatches), (status, value) in zip(pairs, outcomes, strict=True):
+        if status == "error":
+            refused = "PermissionError" in value and "pipeline_schedule" in value
+            problems.append(REFUSED if refused else
+                            f"one_f_one_b({stages}, {microbatches}) raised {value}")
+        else:
+            problems += ASPECTS[aspect](stages, microbatches, value)
+    return problems
+
+
+def _visible(one_f_one_b, aspect: str, what: str) -> None:
+    student = as_student_function(one_f_one_b, "one_f_one_b")
+    outcomes, error = generate_schedules(student, VISIBLE_PAIRS, VISIBLE_TIMEOUT_S)
+    fail_with(schedule_problems(outcomes, VISIBLE_PAIRS, aspect, error), what)
+
+
+def check_one_f_one_b_dependencies(one_f_one_b) -> None:
+    """Visible test: every op once, each backward after its forward, and no stage waits forever."""
+    _visible(one_f_one_b, "dependencies", "one_f_one_b's ops cannot run in that order")
+    print(f"one_f_one_b: every dependency holds for (stages, microbatches) in {list(VISIBLE_PAIRS)}")
+
+
+def check_one_f_one_b_memory(one_f_one_b) -> None:
+    """Visible test: stage s warms up with min(stages - s, microbatches) forwards and holds no more."""
+    _visible(one_f_one_b, "memory", "one_f_one_b does not warm up or hold activations like 1F1B")
+    print("one_f_one_b: stage s warms up with min(stages - s, microbatches) forwards and never holds more")
+
+
+def check_one_f_one_b_makespan(one_f_one_b) -> None:
+    """Visible test: the simulator plays your schedule in exactly 1F1B's time."""
+    _visible(one_f_one_b, "makespan", "one_f_one_b's simulated makespan is not 1F1B's")
+    print("one_f_one_b: simulated makespan equals 1F1B's, with and without stage-to-stage hops")

@@ -1,0 +1,36 @@
+"""Kernel launcher for grading: enters the sandbox, then becomes an ordinary ipykernel (same pid).
+
+The grading kernelspec's argv is ``python -m course_lib.grading.sandbox.kernel POLICY_FILE -f
+{connection_file}``; jupyter_client signals and kills this pid, and exec keeps it the kernel's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+from course_lib.dist.processes import exec_python
+from course_lib.grading.sandbox.policy import SandboxPolicy
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 3 or argv[1] != "-f":
+        raise SystemExit("usage: python -m course_lib.grading.sandbox.kernel POLICY_FILE -f CONNECTION_FILE")
+    policy_file, _, connection_file = argv
+    with open(policy_file) as handle:
+        policy = SandboxPolicy.from_json(handle.read())
+    # The connection file is private to the grader; the kernel gets its own copy in its home.
+    os.makedirs(policy.home, exist_ok=True)
+    private_copy = os.path.join(policy.home, "kernel-connection.json")
+    shutil.copyfile(connection_file, private_copy)
+    if os.geteuid() == 0:
+        os.chown(policy.home, policy.uid, policy.gid)
+        os.chown(private_copy, policy.uid, policy.gid)
+    for line in policy.enter():
+        print(f"[grading sandbox] {line}", file=sys.stderr)
+    exec_python(["-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", private_copy])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

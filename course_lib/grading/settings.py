@@ -1,0 +1,49 @@
+"""The course's grading settings, read from its nbgrader_config.py: the course id, the per-cell timeout,
+and where the instructor-only hidden checks and their registry live (``c.CourseGrading``).
+
+Course code never names those folders: a course says where they are, a grading run passes them on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import course_lib
+
+CODE_ROOT = Path(course_lib.__file__).resolve().parent.parent   # the checkout course_lib is installed from
+CONFIG_FILE = "nbgrader_config.py"
+HIDDEN_CHECKS_ENV = "COURSE_HIDDEN_CHECKS"   # a grading run's hidden-check folders (os.pathsep-separated)
+
+
+@dataclass(frozen=True)
+class CourseSettings:
+    """What a grading run honours from the course's config; paths are absolute."""
+
+    course_id: str | None = None
+    cell_timeout: int | None = None
+    hidden_checks: tuple[Path, ...] = ()    # folders of hidden-check modules, searched in order
+    registry: Path | None = None            # the module whose CHECKS the isolated judge re-runs
+
+    def overrides(self) -> dict:
+        """The GradingRun fields this course sets (so the run's own defaults hold for the rest)."""
+        fields = {"course_id": self.course_id, "cell_timeout": self.cell_timeout,
+                  "hidden_checks": self.hidden_checks or None, "registry": self.registry}
+        return {name: value for name, value in fields.items() if value is not None}
+
+
+def read_settings(course_root: Path) -> CourseSettings:
+    """The settings of the course at ``course_root``; empty when it has no nbgrader_config.py."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    course_root = Path(course_root).resolve()
+    if not (course_root / CONFIG_FILE).exists():
+        return CourseSettings()
+    config = PyFileConfigLoader(CONFIG_FILE, path=str(course_root)).load_config()
+    grading = config.CourseGrading
+    folders = tuple(course_root / folder for folder in grading.get("hidden_checks", ()))
+    registry = grading.get("registry")
+    timeout = config.ExecutePreprocessor.get("timeout")
+    return CourseSettings(course_id=config.CourseDirectory.get("course_id"),
+                          cell_timeout=int(timeout) if timeout is not None else None,
+                          hidden_checks=folders, registry=course_root / registry if registry else None)

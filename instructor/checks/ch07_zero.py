@@ -1,0 +1,177 @@
+"""Hidden checks of chapter 07, part 1 (instructor-only): flat-parameter sharding on 1 to 4 real ranks.
+
+Each check runs one of the student's functions on its own: the shards handed to gather_parameters and
+the expected shards of every check are built here, in the judging process, from tensors drawn from a
+seed taken at grading time (named in every failure message). Counts not divisible by the world size,
+fewer elements than ranks, float32/float64/bfloat16/int64, mixed dtypes (must raise TypeError); the
+recorded traffic must be exactly one all-gather / one reduce-scatter of the whole padded buffer.
+
+  grade_id                          points  hidden check
+  test_shard_parameters                2    check_shard_parameters_hidden(shard_parameters)
+  test_gather_parameters               3    check_gather_parameters_hidden(gather_parameters)
+  test_reduce_scatter_gradients        3    check_reduce_scatter_gradients_hidden(reduce_scatter_gradients)
+
+Parts 2 and 3 (the sharded optimizer, FSDP) are checked in ch07_optimizer.py and ch07_fsdp.py.
+The expected points of known-wrong submissions: autograde_tests/fixtures/zero/expected_scores.json.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+
+import torch
+import torch.distributed as dist
+
+from course_lib.grading.attempt.rank_attempt import attempt, fail_with
+from course_lib.grading.attempt.student_function import as_student_function
+from course_lib.grading.checks.ch07_zero import (
+    GATHERS,
+    REDUCE_SCATTERS,
+    FlatCase,
+    case_tensors,
+    close,
+    gather_side,
+    reduce_scatter_side,
+    shard_problems,
+    shard_side,
+    summarize,
+    traffic_problems,
+)
+
+WORLD_SIZES = (4, 3, 2, 1)
+TIMEOUT_S = 20
+POINTS = {"test_shard_parameters": 2, "test_gather_parameters": 3, "test_reduce_scatter_gradients": 3}
+
+
+def fresh_seed() -> int:
+    return int.from_bytes(os.urandom(6), "little")
+
+
+def hidden_cases(world_size: int, rng: random.Random, dtypes=("float32", "float64", "bfloat16")) -> list:
+    """Counts not divisible by N, fewer elements than ranks, exact multiples, several dtypes."""
+    n = world_size
+    odd = (rng.randint(2, 5), rng.randint(2, 7))
+    cases = [FlatCase(((1,),), (dtypes[0],)),
+             FlatCase((odd, (rng.randint(1, 9),), (n * 2,)), (dtypes[1 % len(dtypes)],)),
+             FlatCase(((n, 3), (2 * n + 1,)), (dtypes[2 % len(dtypes)],)),
+             FlatCase(((rng.randint(5, 40), 3),), (dtypes[0],))]
+    if len(dtypes) == 3:
+        cases.append(FlatCase(((4 * n, 2),), ("int64",)))
+    return cases
+
+
+def reference_shard(tensors, rank: int | None = None, world_size: int | None = None) -> torch.Tensor:
+    rank = dist.get_rank() if rank is None else rank
+    world_size = dist.get_world_size() if world_size is None else world_size
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    size = math.ceil(flat.numel() / world_size)
+    padded = torch.zeros(size * world_size, dtype=flat.dtype)
+    padded[:flat.numel()] = flat
+    return padded[rank * size:(rank + 1) * size]
+
+
+def _runs(side, student, cases_for, seed, *extra, name):
+    """One run per world size, all cases at once; stops at the first that fails to run."""
+    rng = random.Random(seed)
+    for world_size in WORLD_SIZES:
+        cases = cases_for(world_size, rng)
+        run = attempt(side, world_size, student, cases, seed, *extra, name=name, timeout=TIMEOUT_S)
+        yield world_size, cases, run
+        if run.error:
+            return
+
+
+def _with_seed(problems: list[str], seed: int) -> list[str]:
+    return [f"{p}\n  (hidden test seed {seed})" for p in problems]
+
+
+def checked_runs(student, run, world_sizes, case_for, judge, what: str) -> None:
+    """Parts 2 and 3: per world size, a case drawn from a fresh seed, run, judged; one failure lists all."""
+    seed = fresh_seed()
+    rng, problems = random.Random(seed), []
+    for world_size in world_sizes:
+        case = case_for(rng, seed)
+        outcome = run(student, case, world_size)
+        problems += judge(outcome, case)
+        if outcome.error:
+            break
+    fail_with(_with_seed(problems, seed), what)
+
+
+def check_shard_parameters_hidden(shard_parameters) -> None:
+    seed, problems = fresh_seed(), []
+    student = as_student_function(shard_parameters, "shard_parameters")
+
+    def cases_for(world_size, rng):
+        return [*hidden_cases(world_size, rng), FlatCase(((3,), (2, 2)), ("float32", "bfloat16"))]
+
+    for world_size, cases, run in _runs(shard_side, student, cases_for, seed, name="shard_parameters"):
+        if run.error:
+            problems.append(run.error)
+            break
+        for rank, outcomes in enumerate(run.per_rank):
+            for index, (case, outcome) in enumerate(zip(cases, outcomes, strict=True)):
+                found = shard_problems(case, world_size, outcome)
+                if not found and not case.mixed:
+                    want = reference_shard(case_tensors(case, seed, index), rank, world_size)
+                    if not close(outcome["shard"], want):
+                        found = [f"rank {rank}, {case.describe(world_size)}: expected shard {rank} of the "
+                                 f"flattened, zero-padded tensors, {want.tolist()[:6]}..., got "
+                                 f"{outcome['shard'].tolist()[:6]}..."]
+                problems += found
+    fail_with(_with_seed(problems, seed), "shard_parameters gave wrong shards")
+
+
+def check_gather_parameters_hidden(gather_parameters) -> None:
+    seed, problems = fresh_seed(), []
+    student = as_student_function(gather_parameters, "gather_parameters")
+    for world_size, cases, run in _runs(gather_side, student, hidden_cases, seed, reference_shard,
+                                        name="gather_parameters"):
+        if run.error:
+            problems.append(run.error)
+            break
+        for rank, outcomes in enumerate(run.per_rank):
+            for index, (case, outcome) in enumerate(zip(cases, outcomes, strict=True)):
+                expected = case_tensors(case, seed, index)
+                got = outcome["gathered"]
+                where = f"rank {rank}, {case.describe(world_size)}"
+                if outcome["raised"]:
+                    problems.append(f"{where}: raised {outcome['raised']}")
+                elif not isinstance(got, list) or len(got) != len(expected):
+                    problems.append(f"{where}: expected a list of {len(expected)} tensors (the padding is "
+                                    f"not a parameter), got {summarize(got)}")
+                elif not all(close(a, b) for a, b in zip(got, expected, strict=True)):
+                    problems.append(f"{where}: the gathered tensors differ from the originals (shapes "
+                                    f"{[tuple(t.shape) for t in expected]}, got {summarize(got)})")
+                problems += traffic_problems(case, world_size, outcome["events"], GATHERS, "all-gather")
+    fail_with(_with_seed(problems, seed), "gather_parameters did not rebuild the parameters")
+
+
+def check_reduce_scatter_gradients_hidden(reduce_scatter_gradients) -> None:
+    seed, problems = fresh_seed(), []
+    student = as_student_function(reduce_scatter_gradients, "reduce_scatter_gradients")
+
+    def cases_for(world_size, rng):
+        return hidden_cases(world_size, rng, dtypes=("float32", "float64"))
+
+    for world_size, cases, run in _runs(reduce_scatter_side, student, cases_for, seed, None,
+                                        name="reduce_scatter_gradients"):
+        if run.error:
+            problems.append(run.error)
+            break
+        for rank, outcomes in enumerate(run.per_rank):
+            for index, (case, outcome) in enumerate(zip(cases, outcomes, strict=True)):
+                where = f"rank {rank}, {case.describe(world_size)}"
+                summed = [sum(parts) for parts in zip(*(case_tensors(case, seed, index, r)
+                                                         for r in range(world_size)), strict=True)]
+                want = reference_shard(summed, rank, world_size)
+                if outcome["raised"]:
+                    problems.append(f"{where}: raised {outcome['raised']}")
+                elif not close(outcome["shard"], want):
+                    problems.append(f"{where}: expected shard {rank} of the summed, padded gradients, "
+                                    f"{want.tolist()[:5]}..., got {summarize(outcome['shard'])}")
+                problems += traffic_problems(case, world_size, outcome["events"], REDUCE_SCATTERS,
+                                             "reduce-scatter")
+    fail_with(_with_seed(problems, seed), "reduce_scatter_gradients gave wrong shards")
