@@ -76,8 +76,8 @@ def bubble_report(spans, ops, microbatches) -> str:
     stages = len(spans)
     forward = [statistics.median(e - s for p, s, e in stage if p == "F") for stage in spans]
     backward = [statistics.median(e - s for p, s, e in stage if p == "B") for stage in spans]
-    starts = [{e[3]: e[0] for e in lane} for lane in measured.lanes]
-    ends = [{e[3]: e[1] for e in lane} for lane in measured.lanes]
+    starts = [{e.label: e.start for e in lane} for lane in measured.lanes]
+    ends = [{e.label: e.end for e in lane} for lane in measured.lanes]
     hop = statistics.median(max(0.0, starts[s + 1][f"F{m}"] - ends[s][f"F{m}"])
                             for s in range(stages - 1) for m in range(microbatches))
     simulated = sim.simulate_pipeline(sim.Schedule("1f1b", stages, microbatches, 1, ops), forward, backward,

@@ -6,7 +6,6 @@ message-level simulated GPU. Every public name is imported here: import from cou
 """
 
 from .cluster.hardware import HardwarePreset, Link
-from .cluster.network import GroupLink
 from .cluster.presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .cluster.topology import Cluster, make_cluster
 from .collectives.cost import (
@@ -48,13 +47,14 @@ from .memory.formulas import (
     zero_memory_breakdown,
     zero_memory_per_device,
 )
-from .memory.plan import memory_per_device
+from .network.group_links import GroupLink
 from .search.published import PUBLISHED_RUNS, PublishedRun, ends_lighter, simulate_published
 from .search.search import format_layouts, search_layouts
+from .step.memory_plan import memory_per_device
 from .step.schedules import Schedule, bubble_fraction_formula, pipeline_schedule, simulate_pipeline
 from .step.step_report import StepReport
 from .step.training_step import simulate_training_step
-from .timeline import Event, Timeline
+from .timeline import Event, Span, Timeline
 
 __all__ = [
     "A100", "activation_memory_per_layer", "algorithm_bandwidth", "ALGORITHMS",
@@ -67,5 +67,5 @@ __all__ = [
     "simulated_gpus", "SimulatedGPU", "SimulatedNetwork", "StepConfig", "StepReport", "STRATEGIES",
     "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
     "zero_memory_per_device", "zero_traffic_per_device", "ALGORITHM_OPS", "GroupLink", "format_layouts",
-    "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published",
+    "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published", "Span",
 ]

@@ -1,16 +1,19 @@
-"""The Timeline every simulation returns: one lane per rank, events (start, end, kind, label[, meta]).
+"""The Timeline every simulation returns: one lane per rank, each a list of ``Span(start, end, kind, label,
+meta)`` records.
 
 Kinds are ``compute``, ``comm`` and ``idle``; lanes of symmetric ranks may share one event list.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 from collections.abc import Iterator
 from numbers import Integral
 from typing import NamedTuple
 
-KINDS = ("compute", "comm", "idle")
+from .vocabulary import EVENT_KINDS
 
 
 def _finite(x) -> bool:
@@ -20,8 +23,60 @@ def _finite(x) -> bool:
         return False
 
 
+class Span(NamedTuple):
+    """One event of a lane: seconds on the virtual clock, its kind (EVENT_KINDS), a label, optional detail."""
+
+    start: float
+    end: float
+    kind: str
+    label: str
+    meta: dict | None = None
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+def span(start: float, end: float, kind: str, label: str, meta: dict | None = None) -> Span:
+    """A Span, built at tuple speed (the simulator makes millions: NamedTuple's __new__ costs 5x more)."""
+    return _new_span(Span, (start, end, kind, label, meta))
+
+
+_new_span = tuple.__new__
+
+
+def _as_spans(lanes) -> list[list[Span]]:
+    """The lanes with every event a Span: lists of Spans kept as they are (shared lists stay shared), a
+    list of plain (start, end, kind, label[, meta]) tuples converted once."""
+    converted: dict[int, list] = {}
+    result = []
+    for lane in lanes:
+        if lane and not isinstance(lane[0], Span):
+            if id(lane) not in converted:
+                converted[id(lane)] = [Span(*event) for event in lane]
+            lane = converted[id(lane)]
+        result.append(lane)
+    return result
+
+
+@contextlib.contextmanager
+def making_spans():
+    """Pause the cyclic garbage collector while millions of Spans are made (one big step's lowering).
+
+    Spans hold no references back, so reference counting frees them; but unlike plain tuples, tuple
+    subclasses stay tracked by the collector, whose passes over them doubled a 64-stage step's time.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 class Event(NamedTuple):
-    """One event as ``Timeline.events()`` yields it (stored internally as a plain tuple)."""
+    """One event as ``Timeline.events()`` yields it: a Span with the lane it is on."""
 
     lane: int
     start: float
@@ -45,10 +100,10 @@ class Timeline:
         # is what keeps a step of thousands of ranks fast). ``_own[i]`` is the list lane i may append to
         # in place: only lists this timeline made for lane i alone; any other is copied on first add.
         if lanes is None:
-            self.lanes: list[list[tuple]] = [[] for _ in self.lane_names]
+            self.lanes: list[list[Span]] = [[] for _ in self.lane_names]
             self._own: list = list(self.lanes)
         else:
-            self.lanes = list(lanes)    # our own outer list: copying a lane must not change the caller's
+            self.lanes = _as_spans(lanes)   # our own outer list: copying a lane must not change the caller's
             self._own = [None] * len(self.lanes)
         if len(self.lanes) != len(self.lane_names):
             raise ValueError(f"{len(self.lane_names)} lane names but {len(self.lanes)} lanes")
@@ -62,8 +117,8 @@ class Timeline:
     # -- building ------------------------------------------------------------------------------
     def add(self, lane: int, start: float, end: float, kind: str, label: str, meta: dict | None = None):
         """Append one event to ``lane`` only (never to lanes sharing its list); ``end >= start``."""
-        if kind not in KINDS:
-            raise ValueError(f"event kind must be one of {KINDS}, got {kind!r}")
+        if kind not in EVENT_KINDS:
+            raise ValueError(f"event kind must be one of {EVENT_KINDS}, got {kind!r}")
         if not (_finite(start) and _finite(end)):
             raise ValueError(f"event {label!r}: start and end must be finite seconds, got {start!r}, {end!r}")
         if end < start:
@@ -72,7 +127,7 @@ class Timeline:
         # A negative index would silently pick a lane from the end: refuse it like one past the end.
         if isinstance(lane, bool) or not isinstance(lane, Integral) or not 0 <= lane < len(lanes):
             raise ValueError(f"lane must be a lane index in 0..{len(lanes) - 1}, got {lane!r}")
-        event = (start, end, kind, label) if meta is None else (start, end, kind, label, meta)
+        event = span(start, end, kind, label, meta)
         events = lanes[lane]
         if len(self._own) < len(lanes):     # lanes appended to ``.lanes`` by hand are not ours
             self._own.extend([None] * (len(lanes) - len(self._own)))
@@ -89,7 +144,7 @@ class Timeline:
         self.peak_activations = list(peak_activations)
 
     def sort_lanes(self, key) -> None:
-        """Sort every distinct event list once by ``key(event tuple)`` (the order viz draws them in)."""
+        """Sort every distinct event list once by ``key(span)`` (the order viz draws them in)."""
         for events, _ in self._unique_lanes():
             events.sort(key=key)
 
@@ -111,12 +166,12 @@ class Timeline:
 
     @property
     def makespan(self) -> float:
-        ends = [max(e[1] for e in lane) for lane, _ in self._unique_lanes() if lane]
+        ends = [max(e.end for e in lane) for lane, _ in self._unique_lanes() if lane]
         return max(ends, default=0.0)
 
     def busy_time(self, kind: str = "compute") -> float:
         """Total seconds of ``kind`` events summed over all lanes."""
-        return sum(count * sum(e[1] - e[0] for e in lane if e[2] == kind)
+        return sum(count * sum(e.end - e.start for e in lane if e.kind == kind)
                    for lane, count in self._unique_lanes())
 
     @property

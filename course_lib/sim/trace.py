@@ -36,10 +36,10 @@ def timeline_to_trace(timeline, lanes=None) -> dict:
             events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
                            "args": {"name": stream}})
         for e in timeline.lanes[pid]:
-            event = {"name": e[3], "cat": e[2], "ph": "X", "pid": pid, "tid": 1 if e[2] == "comm" else 0,
-                     "ts": e[0] * 1e6, "dur": (e[1] - e[0]) * 1e6}
-            if len(e) > 4 and e[4]:
-                event["args"] = e[4]
+            event = {"name": e.label, "cat": e.kind, "ph": "X", "pid": pid,
+                     "tid": 1 if e.kind == "comm" else 0, "ts": e.start * 1e6, "dur": (e.end - e.start) * 1e6}
+            if e.meta:
+                event["args"] = e.meta
             events.append(event)
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"source": "course_lib.sim", "title": timeline.title}}

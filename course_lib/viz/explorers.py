@@ -85,12 +85,12 @@ def _redraw_pipeline(ax, bars, timeline) -> None:
     boxes: dict = {name: [] for name in PIPELINE_BARS}
     for y, lane in enumerate(timeline.lanes):
         boxes["idle"].append(_box(0, timeline.makespan, y - 0.4, 0.8))
-        for start, end, kind, _, meta in lane:
-            if kind == "comm":
-                boxes["comm"].append(_box(start, end, y + 0.12, 0.28))
+        for event in lane:
+            if event.kind == "comm":
+                boxes["comm"].append(_box(event.start, event.end, y + 0.12, 0.28))
             else:
-                phase = "forward" if meta["phase"] == "F" else "backward"
-                boxes[phase].append(_box(start, end, y - 0.4, 0.5))
+                phase = "forward" if event.meta["phase"] == "F" else "backward"
+                boxes[phase].append(_box(event.start, event.end, y - 0.4, 0.5))
     for name, collection in bars.items():
         collection.set_verts(boxes[name])
     ax.set_yticks(range(len(timeline.lanes)), timeline.lane_names)
@@ -101,7 +101,7 @@ def _redraw_pipeline(ax, bars, timeline) -> None:
 
 def pipeline_explorer():
     """GPipe, 1F1B and interleaved 1F1B: bubble, makespan and activations held, as a timeline."""
-    kind = choice("schedule", list(sim.step.schedules.KINDS), "1f1b")
+    kind = choice("schedule", list(sim.vocabulary.PIPELINE_SCHEDULES), "1f1b")
     stages = slider("stages", [1, 2, 3, 4, 6, 8], 4)
     micro = slider("micro-batches", [1, 2, 4, 6, 8, 12, 16, 32], 8)
     virtual = slider("virtual stages", [1, 2, 3, 4], 1)

@@ -33,11 +33,11 @@ def _rows(timeline, max_rows: int):
 
 
 def _color(event) -> str:
-    if event[2] == "compute" and len(event) > 4 and event[4]:
-        phase = event[4].get("phase")
+    if event.kind == "compute" and event.meta:
+        phase = event.meta.get("phase")
         if phase in ("F", "B"):
             return COLORS["forward" if phase == "F" else "backward"]
-    return COLORS[event[2]]
+    return COLORS[event.kind]
 
 
 def plot_timeline(timeline, ax=None, max_rows: int = 32, title: str | None = None,
@@ -54,29 +54,29 @@ def plot_timeline(timeline, ax=None, max_rows: int = 32, title: str | None = Non
         _, ax = plt.subplots(figsize=(10, 0.5 + 0.45 * len(rows)))
     shown = sum(len(lane) for _, lane in rows)
     if labels is None:
-        labels = sum(e[2] == "compute" for _, lane in rows for e in lane) <= 120
+        labels = sum(e.kind == "compute" for _, lane in rows for e in lane) <= 120
     # Only communication on the timeline (a collective on its own): it gets the whole row.
-    comm_only = all(e[2] != "compute" for _, lane in rows for e in lane)
+    comm_only = all(e.kind != "compute" for _, lane in rows for e in lane)
     edge = dict(linewidth=0.4, edgecolor="white") if shown <= 400 else dict(linewidth=0)
     chars_per_second = ax.figure.get_figwidth() * 0.8 * 72 / (7 * 0.6) / (makespan * scale)
     for y, (_, lane) in enumerate(rows):
         ax.broken_barh([(0, makespan * scale)], (y - 0.4, 0.8), color=COLORS["idle"], zorder=0)
         by_color: dict = {}
         for e in lane:
-            box = (y - 0.4, 0.8) if comm_only else (y - 0.4, 0.5) if e[2] != "comm" else (y + 0.12, 0.28)
-            by_color.setdefault((_color(e), box), []).append((e[0] * scale, (e[1] - e[0]) * scale))
+            box = (y - 0.4, 0.8) if comm_only else (y - 0.4, 0.5) if e.kind != "comm" else (y + 0.12, 0.28)
+            by_color.setdefault((_color(e), box), []).append((e.start * scale, e.seconds * scale))
         for (color, box), spans in by_color.items():
             ax.broken_barh(spans, box, color=color, zorder=1, **edge)
         if labels:
             for e in lane:
-                width = (e[1] - e[0]) * scale
+                width = e.seconds * scale
                 fits = int(width * chars_per_second)
                 if fits < 3:
                     continue
-                text = e[3] if len(e[3]) <= fits else e[3][:fits - 1] + "…"
-                ybox = y if comm_only else y - 0.15 if e[2] != "comm" else y + 0.26
-                ax.text(e[0] * scale + width / 2, ybox, text, ha="center", va="center", fontsize=7,
-                        color="black" if e[2] == "comm" else "white", clip_on=True)
+                text = e.label if len(e.label) <= fits else e.label[:fits - 1] + "…"
+                ybox = y if comm_only else y - 0.15 if e.kind != "comm" else y + 0.26
+                ax.text(e.start * scale + width / 2, ybox, text, ha="center", va="center", fontsize=7,
+                        color="black" if e.kind == "comm" else "white", clip_on=True)
     ax.set_yticks(range(len(rows)), [label for label, _ in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, makespan * scale)
@@ -84,7 +84,7 @@ def plot_timeline(timeline, ax=None, max_rows: int = 32, title: str | None = Non
     note = f"  ({len(rows)} of {len(rows) + hidden} rows shown, evenly spaced)" if hidden else ""
     ax.set_title((title or timeline.title or "timeline") + note)
     handles = [Patch(color=COLORS[k], label=k) for k in ("compute", "comm", "idle")]
-    if any(len(e) > 4 and e[4] and e[4].get("phase") in ("F", "B") for _, lane in rows for e in lane[:50]):
+    if any(e.meta and e.meta.get("phase") in ("F", "B") for _, lane in rows for e in lane[:50]):
         handles = [Patch(color=COLORS["forward"], label="forward"),
                    Patch(color=COLORS["backward"], label="backward")] + handles[1:]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)

@@ -154,5 +154,5 @@ def test_time_stage_records_each_forward_and_backward_and_labels_them_in_op_orde
     assert [phase for phase, _, _ in spans] == ["F", "B", "F", "B"]
     assert all(start <= end for _, start, end in spans)
     timeline = stage_timeline([spans], [[("F", 0), ("B", 0), ("F", 1), ("B", 1)]])
-    assert [event[3] for event in timeline.lanes[0]] == ["F0", "B0", "F1", "B1"]
+    assert [event.label for event in timeline.lanes[0]] == ["F0", "B0", "F1", "B1"]
     assert not module._forward_hooks and not module._forward_pre_hooks

@@ -6,9 +6,9 @@ import pytest
 
 from course_lib import sim
 from course_lib.sim.job.config import make_config
-from course_lib.sim.memory.plan import peak_chunks_in_flight, played_peak_chunks_in_flight
 from course_lib.sim.search.estimate import estimate_step_time
-from course_lib.sim.step.schedules import KINDS
+from course_lib.sim.step.memory_plan import peak_chunks_in_flight, played_peak_chunks_in_flight
+from course_lib.sim.vocabulary import PIPELINE_SCHEDULES as KINDS
 
 SMALL = sim.TransformerSpec(8, 1024, 16, 2048, 32000, name="small")
 

@@ -21,7 +21,7 @@ def test_the_chapter_08_ordering_on_8_gpus():
 
 def test_each_dimension_sends_its_own_messages():
     _, timeline = seed_nd(dp=2, tp=2, pp=2, cp=2)
-    labels = {event[3] for lane in timeline.lanes for event in lane}
+    labels = {event.label for lane in timeline.lanes for event in lane}
     for word in ("TP all-reduce", "CP keys/values", "activations", "gradient ring"):
         assert any(word in label for label in labels), word
     assert len(timeline.lanes) == 16

@@ -3,8 +3,8 @@
 import itertools
 import math
 
-from course_lib.sim.cluster.network import members_per_node
 from course_lib.sim.job.layout import _group_shapes, coordinates, strides
+from course_lib.sim.network.group_links import members_per_node
 
 
 def _shapes_the_long_way(dims, degrees, placement, gpus_per_node):

@@ -87,7 +87,7 @@ def test_bad_lane_index_is_a_value_error():
 def test_sorting_and_pipeline_facts_go_through_the_timeline():
     shared = [(2.0, 3.0, "compute", "late"), (0.0, 1.0, "compute", "early")]
     t = Timeline(["a", "b"], [shared, shared])
-    t.sort_lanes(key=lambda event: event[0])
+    t.sort_lanes(key=lambda event: event.start)
     assert [e.label for e in t.events()] == ["early", "late", "early", "late"]
     assert t.schedule is None and t.peak_activations is None
     t.attach_pipeline("a schedule", (2, 1))

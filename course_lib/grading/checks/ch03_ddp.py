@@ -6,6 +6,8 @@ own DistributedDataParallel on the same data; overlap and volume come from the r
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
 
@@ -23,6 +25,23 @@ from course_lib.grading.checks.ch03_ddp_ranks import (
 COMMUNICATION = frozenset({"all_reduce", "isend", "irecv", "send", "recv", "reduce", "reduce_scatter",
                            "reduce_scatter_tensor", "all_gather", "all_gather_into_tensor", "broadcast"})
 RTOL, ATOL = 1e-4, 1e-5
+
+
+class Call(NamedTuple):
+    """One communication call a rank recorded (ranks send them back as plain tuples)."""
+
+    op: str
+    nbytes: int
+    start: float
+    end: float
+
+
+class Phase(NamedTuple):
+    """A forward or backward of one training step, as a rank timed it."""
+
+    label: str
+    start: float
+    end: float
 
 
 def single_process(case: DDPCase, seed: int, world_size: int) -> tuple[list[dict], dict]:
@@ -98,10 +117,12 @@ def value_problems(run: RankRun, compare_with_torch: bool = True, timeout: float
 
 def _steps(outcome: dict) -> list[tuple[float, float, list]]:
     """Per training step: when its forward started, when its backward ended, its communication events."""
-    forwards = [span for span in outcome["spans"] if span[0] == "forward"]
-    backwards = [span for span in outcome["spans"] if span[0] == "backward"]
-    bounds = [span[1] for span in forwards[1:]] + [float("inf")]
-    return [(forward[1], backward[2], [e for e in outcome["events"] if forward[1] <= e[2] < bound])
+    phases = [Phase(*span) for span in outcome["spans"]]
+    calls = [Call(*event) for event in outcome["events"]]
+    forwards = [phase for phase in phases if phase.label == "forward"]
+    backwards = [phase for phase in phases if phase.label == "backward"]
+    bounds = [phase.start for phase in forwards[1:]] + [float("inf")]
+    return [(forward.start, backward.end, [c for c in calls if forward.start <= c.start < bound])
             for forward, backward, bound in zip(forwards, backwards, bounds, strict=True)]
 
 
@@ -113,17 +134,17 @@ def overlap_problems(run: RankRun) -> list[str]:
     for case, outcomes in zip(run.cases, run.outcomes, strict=True):
         for rank, outcome in enumerate(outcomes):
             for step, (_, backward_end, events) in enumerate(_steps(outcome)):
-                sent = [e for e in events if e[0] in COMMUNICATION]
+                sent = [e for e in events if e.op in COMMUNICATION]
                 if not sent:
                     problems.append(f"{case.describe(run.world_size)}, rank {rank}, step {step}: no "
                                     "communication recorded at all in this step")
-                elif sent[0][2] >= backward_end:
-                    late = (sent[0][2] - backward_end) * 1e3
+                elif sent[0].start >= backward_end:
+                    late = (sent[0].start - backward_end) * 1e3
                     # the first late step is drawn; the others would only repeat the picture
                     drawing = "" if problems else (
                         "; your recorded step:\n" + step_timeline_text(outcome, step))
                     problems.append(f"{case.describe(run.world_size)}, rank {rank}, step {step}: the "
-                                    f"first {sent[0][0]} started {late:.2f} ms after loss.backward() "
+                                    f"first {sent[0].op} started {late:.2f} ms after loss.backward() "
                                     "returned; launch each bucket's all-reduce from a gradient hook, during "
                                     f"the backward{drawing}")
                     break
@@ -138,11 +159,11 @@ def step_timeline_text(outcome: dict, step: int) -> str:
     """One rank's training step as text: forward, backward and each communication call, in ms from the
     step's start, with a bar per row, so a student sees where their traffic fell against the backward."""
     start, _, events = _steps(outcome)[step]
-    forward, backward = ([span for span in outcome["spans"] if span[0] == label][step]
+    forward, backward = ([phase for phase in map(Phase._make, outcome["spans"]) if phase.label == label][step]
                          for label in ("forward", "backward"))
-    sent = [e for e in events if e[0] in COMMUNICATION]
-    rows = [(label, s, e, "") for label, s, e in (forward, backward)]
-    rows += [(op, s, e, f"{nbytes} bytes") for op, nbytes, s, e in sent[:TIMELINE_ROWS]]
+    sent = [e for e in events if e.op in COMMUNICATION]
+    rows = [(phase.label, phase.start, phase.end, "") for phase in (forward, backward)]
+    rows += [(call.op, call.start, call.end, f"{call.nbytes} bytes") for call in sent[:TIMELINE_ROWS]]
     stop = max(end for _, _, end, _ in rows)
     scale = TIMELINE_WIDTH / max(stop - start, 1e-9)
     lines = []
@@ -170,7 +191,7 @@ def volume_problems(run: RankRun) -> list[str]:
         expected = unique_trainable_bytes(build_model(case.model, run.seed))
         for rank, outcome in enumerate(outcomes):
             for step, (_, _, events) in enumerate(_steps(outcome)):
-                reduced = sum(e[1] for e in events if e[0] == "all_reduce")
+                reduced = sum(e.nbytes for e in events if e.op == "all_reduce")
                 if reduced != expected:
                     problems.append(f"{case.describe(run.world_size)}, rank {rank}, step {step}: all-reduced "
                                     f"{reduced} bytes, but the trainable parameters hold {expected} bytes (a "
@@ -205,7 +226,7 @@ def silence_problems(run: RankRun) -> list[str]:
     """On one rank: not a single communication call."""
     if run.error:
         return [run.error]
-    used = sorted({e[0] for outcome in run.outcomes for e in outcome[0]["events"]})
+    used = sorted({Call(*e).op for outcome in run.outcomes for e in outcome[0]["events"]})
     return [f"on 1 rank DDP should send nothing, but it called {', '.join(used)}"] if used else []
 
 

@@ -1,4 +1,4 @@
-"""Hardware descriptions the simulator runs on: alpha-beta links and per-device presets.
+"""Hardware descriptions the simulator runs on: per-device presets and the alpha-beta links they name.
 
 A preset can come from a data sheet (its source named) or from measurements on this machine
 (``course_lib.dist.calibrate`` builds one).
@@ -9,22 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..checks import amount, whole
+from ..network.links import Link
 
-
-@dataclass(frozen=True)
-class Link:
-    """A point-to-point link in the alpha-beta model: sending n bytes takes latency + n / bandwidth."""
-
-    latency: float = 5e-6       # seconds per message (alpha)
-    bandwidth: float = 100e9    # bytes per second (1 / beta)
-
-    def __post_init__(self):
-        amount("Link latency", self.latency, unit="seconds")
-        # Infinite bandwidth is the "what if the network were free" link; NaN would poison every time.
-        amount("Link bandwidth", self.bandwidth, positive=True, finite=False, unit="bytes/s")
-
-    def transfer_time(self, nbytes: float) -> float:
-        return self.latency + amount("nbytes", nbytes, unit="bytes to send") / self.bandwidth
+__all__ = ["HardwarePreset", "Link"]
 
 
 @dataclass(frozen=True)

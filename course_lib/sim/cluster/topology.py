@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from ..checks import whole
 from ..collectives.cost import collective_time
+from ..network.group_links import GroupLink, group_link, members_per_node
 from .hardware import HardwarePreset, Link
-from .network import GroupLink, group_link, members_per_node
 from .presets import get_preset
 
 

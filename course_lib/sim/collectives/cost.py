@@ -10,17 +10,8 @@ from __future__ import annotations
 import math
 
 from ..checks import amount, whole
-from ..cluster.network import GroupLink
-
-OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "scatter", "gather",
-       "all_to_all")
-# ring, tree, recursive_doubling and parameter_server are the textbook forms: every step sends whole
-# messages and waits for them (store-and-forward). double_binary_tree is the tree as NCCL runs it
-# (pipelined, two trees each carrying half); hierarchical reduces inside nodes before crossing them.
-ALGORITHMS = ("ring", "tree", "recursive_doubling", "parameter_server", "double_binary_tree",
-              "hierarchical")
-ALGORITHM_OPS = {"double_binary_tree": ("all_reduce",),
-                 "hierarchical": ("all_reduce", "reduce_scatter", "all_gather")}
+from ..network.group_links import GroupLink
+from ..vocabulary import ALGORITHM_OPS, ALGORITHMS, OPS, SEGMENTED_OPS
 
 # busbw = algbw * factor (nccl-tests doc/PERFORMANCE.md): the factor turns the user-visible rate into
 # the rate each link must carry, so it can be compared with the hardware's peak bandwidth.
@@ -103,9 +94,6 @@ def _parameter_server(op: str, s: float, n: int, links: list) -> float:
     if op in ("all_gather", "reduce_scatter"):
         return full + part
     return 2 * sum(link.transfer_time((n - 1) * s / n) for link in links)  # all_to_all relayed by the server
-
-
-SEGMENTED_OPS = ("all_reduce", "reduce_scatter", "all_gather")
 
 
 def ring_segments(nbytes: float, world_size: int, segment_bytes: float) -> tuple[int, float]:

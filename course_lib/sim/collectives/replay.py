@@ -215,6 +215,6 @@ def replay_pattern(pattern: StepPattern, cluster, buffer_bytes: float | None = N
             if dst in lane_of:
                 timeline.add(lane_of[dst], start, end, "comm", f"recv <- {src}, step {k}", meta)
         ready = arrived
-    timeline.sort_lanes(key=lambda event: (event[2] != "idle", event[0]))  # waits first: drawn beneath
+    timeline.sort_lanes(key=lambda event: (event.kind != "idle", event.start))  # waits first: drawn beneath
     finish = [max(c, r) for c, r in zip(clock, ready, strict=True)]
     return Replay(timeline, finish, pattern.num_steps)

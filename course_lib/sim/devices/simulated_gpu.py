@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 
 from ..checks import amount, whole
-from ..timeline import Timeline
+from ..timeline import Timeline, span
 
 # The seed's constants (its gpu.py): seconds per unit of compute, per message, per unit of data.
 SECONDS_PER_COMPUTE_UNIT = 0.1
@@ -59,7 +59,7 @@ class SimulatedGPU:
 
     def _advance(self, seconds: float, kind: str, label: str) -> float:
         start, self.now = self.now, self.now + seconds
-        self._events.append((start, self.now, kind, label))
+        self._events.append(span(start, self.now, kind, label))
         return seconds
 
     def compute(self, description: str, compute_units: float) -> float:

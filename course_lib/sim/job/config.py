@@ -9,9 +9,7 @@ from dataclasses import dataclass, fields, replace
 from numbers import Integral
 
 from ..checks import amount, one_of, whole
-from ..collectives.cost import ALGORITHMS
-from ..memory.formulas import RECOMPUTE
-from ..step.schedules import KINDS
+from ..vocabulary import ALGORITHMS, PIPELINE_SCHEDULES, RECOMPUTE
 from .layout import DEFAULT_PLACEMENT, check_degrees, check_placement, split_layers
 
 
@@ -131,7 +129,7 @@ def _check_strategy(config) -> None:
     if isinstance(batch, bool) or not isinstance(batch, Integral) or batch < 1 or batch % (config.dp * m):
         raise ValueError(f"global_batch={batch!r} sequences must be a positive multiple of dp x microbatches "
                          f"= {config.dp * m}, so every replica gets whole micro-batches")
-    one_of("schedule", config.schedule, KINDS)
+    one_of("schedule", config.schedule, PIPELINE_SCHEDULES)
     whole("virtual_stages", config.virtual_stages, hint=" (chunks of layers per pipeline stage)")
     if config.virtual_stages != 1 and (config.pp == 1 or config.schedule != "interleaved_1f1b"):
         raise ValueError("virtual_stages > 1 needs pp > 1 and schedule='interleaved_1f1b'")

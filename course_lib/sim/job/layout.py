@@ -9,8 +9,8 @@ import functools
 import math
 
 from ..checks import whole
-from ..cluster.network import group_link as network_group_link
-from ..cluster.network import members_per_node
+from ..network.group_links import group_link as network_group_link
+from ..network.group_links import members_per_node
 
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 DEFAULT_PLACEMENT = ("tp", "cp", "dp", "pp")  # Megatron-LM's order: TP on NVLink, PP across nodes

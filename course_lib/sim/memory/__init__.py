@@ -1,5 +1,4 @@
-"""Whether a configuration fits: ZeRO's model states, activations, and every pipeline stage's peak.
+"""Whether a configuration fits, per device: ZeRO's model states and per-layer activations (formulas.py).
 
-formulas.py (per-device ZeRO and per-layer activation bytes), plan.py (each stage's peak memory
-for a whole configuration).
+Each pipeline stage's peak for a whole configuration is step/memory_plan.py: it plays the schedule.
 """

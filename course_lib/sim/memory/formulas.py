@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass
 from numbers import Integral
 
 from ..checks import amount, whole
+from ..vocabulary import RECOMPUTE
 
-RECOMPUTE = ("none", "selective", "full")
 GB = 1e9
 
 

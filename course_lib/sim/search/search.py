@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from ..checks import one_of, whole
 from ..job.config import check_model, make_config
-from ..memory.formulas import RECOMPUTE
-from ..memory.plan import plan_memory
-from ..step.schedules import KINDS
+from ..step.memory_plan import plan_memory
 from ..step.training_step import simulate_training_step
+from ..vocabulary import PIPELINE_SCHEDULES, RECOMPUTE
 from .estimate import estimate_step_time
 
 
@@ -66,7 +65,7 @@ def search_layouts(model, cluster, global_batch: int, zero_stages=(1,), cps=(1,)
     global_batch = whole("global_batch", global_batch, hint=" (sequences per training step)")
     zero_stages, cps = _whole_list("zero_stages", zero_stages, 0, 3), _whole_list("cps", cps, 1)
     micro_batch_sizes = _whole_list("micro_batch_sizes", micro_batch_sizes, 1)
-    one_of("schedule", schedule, KINDS)
+    one_of("schedule", schedule, PIPELINE_SCHEDULES)
     one_of("recompute", recompute, RECOMPUTE)
     simulate_top = whole("simulate_top", simulate_top, 0)
     if max_tp is not None:

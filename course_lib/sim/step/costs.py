@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from ..collectives.cost import collective_time
 from ..job.layout import group_link
 from ..memory.formulas import activation_memory_per_layer
+from ..timeline import span
 
 
 @dataclass
@@ -18,7 +19,7 @@ class Block:
 
     name: str
     params: float                     # parameters this device holds for the block (after TP, before ZeRO)
-    fwd: list = field(default_factory=list)   # (rel_start, rel_end, kind, label)
+    fwd: list = field(default_factory=list)   # Spans from the block's own start
     bwd: list = field(default_factory=list)
     fwd_time: float = 0.0
     bwd_time: float = 0.0
@@ -26,7 +27,7 @@ class Block:
 
 def _append(events: list, t: float, seconds: float, kind: str, label: str) -> float:
     if seconds > 0:
-        events.append((t, t + seconds, kind, label))
+        events.append(span(t, t + seconds, kind, label))
     return t + seconds
 
 

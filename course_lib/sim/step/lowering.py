@@ -4,6 +4,10 @@ DDP gradient buckets overlapping the backward, ZeRO reduce-scatters and FSDP all
 from __future__ import annotations
 
 from ..collectives.cost import collective_time
+from ..timeline import Span, span
+
+# Spans are copied to their place on the clock by the million: tuple.__new__ skips NamedTuple's __new__.
+shifted = tuple.__new__
 
 
 class _CommStream:
@@ -24,7 +28,7 @@ class _CommStream:
         start = self.clock if self.clock > issue else issue
         self.clock = start + seconds
         if seconds > 0:
-            self.events.append((start, self.clock, "comm", label + size))
+            self.events.append(span(start, self.clock, "comm", label + size))
         return self.clock
 
     def gather(self, block, param_bytes: float, issue: float, tag: str) -> float:
@@ -38,7 +42,8 @@ def _back_to_back(order: list, phase: str) -> tuple:
     flat, ends, t = [], [], 0.0
     for block in order:
         rel = block.fwd if phase == "F" else block.bwd
-        flat.extend((t + a, t + b, kind, label) for a, b, kind, label in rel)
+        flat.extend([shifted(Span, (t + start, t + end, kind, label, meta))
+                     for start, end, kind, label, meta in rel])
         t += block.fwd_time if phase == "F" else block.bwd_time
         ends.append((t, block.params))
     return flat, ends, t
@@ -52,7 +57,8 @@ def _fsdp_piece(stream, order: list, phase: str, t: float, tag: str, c) -> float
         if c.prefetch and i + 1 < len(order):
             gathered[i + 1] = stream.gather(order[i + 1], c.param_bytes, t, tag)
         rel = block.fwd if phase == "F" else block.bwd
-        stream.events.extend([(t + a, t + b, kind, tag + label) for a, b, kind, label in rel])
+        stream.events.extend([shifted(Span, (t + start, t + end, kind, tag + label, meta))
+                              for start, end, kind, label, meta in rel])
         t += block.fwd_time if phase == "F" else block.bwd_time
         if not c.prefetch and i + 1 < len(order):
             gathered[i + 1] = stream.gather(order[i + 1], c.param_bytes, t, tag)
@@ -89,7 +95,8 @@ def lower_stage(stage: int, placed: list, costs) -> list:
             if (phase, j) not in back_to_back:
                 back_to_back[phase, j] = _back_to_back(order, phase)
             flat, ends, length = back_to_back[phase, j]
-            events.extend([(t + a, t + b, kind, tag + label) for a, b, kind, label in flat])
+            events.extend([shifted(Span, (t + start, t + end, kind, tag + label, meta))
+                           for start, end, kind, label, meta in flat])
             for end, params in (ends if sync else ()):
                 pending += params * grad_bytes
                 if c.overlap and pending >= (c.bucket_bytes if buckets_sent else c.first_bucket_bytes):
@@ -106,7 +113,7 @@ def lower_stage(stage: int, placed: list, costs) -> list:
         target = j + 1 if phase == "F" else j - 1
         if p > 1 and c.p2p_overlap and 0 <= target <= last and target % p != stage:   # else in the blocks
             what = "activation" if phase == "F" else "gradient"
-            events.append((t, t + costs.t_p2p, "comm", f"{tag}send {what} -> stage {target % p}"))
+            events.append(span(t, t + costs.t_p2p, "comm", f"{tag}send {what} -> stage {target % p}"))
         t_clock = t
     _after_last_op(stage, costs, stream, pending_total, t_clock)
     return events

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from ..checks import amount, whole
 from ..timeline import Timeline
-
-KINDS = ("gpipe", "1f1b", "interleaved_1f1b")
+from ..vocabulary import PIPELINE_SCHEDULES
 
 
 @dataclass
@@ -74,8 +73,8 @@ def _check_counts(stages, microbatches, virtual_stages):
 
 def pipeline_schedule(kind: str, stages: int, microbatches: int, virtual_stages: int = 1) -> Schedule:
     """The op order of every stage for ``kind`` in gpipe, 1f1b, interleaved_1f1b (Megatron's order)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown pipeline schedule {kind!r}; use one of {', '.join(KINDS)}")
+    if kind not in PIPELINE_SCHEDULES:
+        raise ValueError(f"unknown pipeline schedule {kind!r}; use one of {', '.join(PIPELINE_SCHEDULES)}")
     _check_counts(stages, microbatches, virtual_stages)
     p, m, v = int(stages), int(microbatches), int(virtual_stages)   # numpy integers become plain ints
     if kind != "interleaved_1f1b" and v != 1:

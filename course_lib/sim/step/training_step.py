@@ -6,14 +6,14 @@ stage level, lowers each stage to events, and gives every rank its stage's lane.
 
 from __future__ import annotations
 
-from operator import itemgetter
+from operator import attrgetter
 
 from ..job.config import make_config
 from ..job.layout import strides
 from ..memory.formulas import OutOfMemoryError
-from ..memory.plan import plan_memory
-from ..timeline import Timeline
+from ..timeline import Timeline, making_spans
 from .costs import CostModel
+from .memory_plan import plan_memory
 from .schedules import pipeline_schedule, play_schedule
 from .step_report import StepReport
 
@@ -50,14 +50,15 @@ def simulate_training_step(model, cluster, dp: int = 1, tp: int = 1, pp: int = 1
     placed, _ = play_schedule(schedule, fwd, bwd, costs.t_hop)
 
     from .lowering import lower_stage
-    stage_events = [lower_stage(s, placed[s], costs) for s in range(pp)]
+    with making_spans():
+        stage_events = [lower_stage(s, placed[s], costs) for s in range(pp)]
     stride = strides(config.degrees, config.placement)["pp"]
     world = cluster.world_size
     stage_of_rank = [(r // stride) % pp for r in range(world)]
     timeline = Timeline([f"rank {r}" for r in range(world)], [stage_events[s] for s in stage_of_rank],
                         title=f"{getattr(model, 'name', 'model')}: dp={dp} tp={tp} pp={pp} cp={cp} "
                               f"zero={zero_stage}", lane_groups=[f"stage {s}" for s in stage_of_rank])
-    step_time = max((max(map(itemgetter(1), events)) for events in stage_events if events), default=0.0)
+    step_time = max((max(map(attrgetter("end"), events)) for events in stage_events if events), default=0.0)
     tokens = config.batch * getattr(model, "seq_len", 1)
     return StepReport(config, cluster, timeline, step_time, memory, stage_of_rank,
                       model_flops=model.training_flops(tokens), tokens=tokens)

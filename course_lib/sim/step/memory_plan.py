@@ -10,8 +10,8 @@ import math
 from ..checks import whole
 from ..cluster.presets import get_preset
 from ..job.config import make_config
-from ..step.schedules import pipeline_schedule, play_schedule
-from .formulas import MemoryBreakdown, activation_memory_per_layer, zero_memory_breakdown
+from ..memory.formulas import MemoryBreakdown, activation_memory_per_layer, zero_memory_breakdown
+from .schedules import pipeline_schedule, play_schedule
 
 
 def stage_params(config) -> list:

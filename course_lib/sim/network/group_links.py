@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from ..checks import whole
-from .hardware import Link
+from .links import Link
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,18 @@
+"""The names every layer of the simulator may read: collectives and their algorithms, pipeline schedules,
+recompute policies and timeline event kinds. Each layer validates against these; none defines its own.
+"""
+
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "scatter", "gather",
+       "all_to_all")
+# ring, tree, recursive_doubling and parameter_server are the textbook forms: every step sends whole
+# messages and waits for them (store-and-forward). double_binary_tree is the tree as NCCL runs it
+# (pipelined, two trees each carrying half); hierarchical reduces inside nodes before crossing them.
+ALGORITHMS = ("ring", "tree", "recursive_doubling", "parameter_server", "double_binary_tree",
+              "hierarchical")
+ALGORITHM_OPS = {"double_binary_tree": ("all_reduce",),
+                 "hierarchical": ("all_reduce", "reduce_scatter", "all_gather")}
+SEGMENTED_OPS = ("all_reduce", "reduce_scatter", "all_gather")   # what gloo's ring cuts into segments
+
+PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
+RECOMPUTE = ("none", "selective", "full")
+EVENT_KINDS = ("compute", "comm", "idle")
