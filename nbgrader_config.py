@@ -26,7 +26,11 @@ c.ExecutePreprocessor.timeout = 120
 c.ExecutePreprocessor.interrupt_on_timeout = True
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
-# Where the grader finds the instructor-only hidden checks (searched in order) and the registry of the
-# test cells the isolated judge re-checks (course_lib.grading.settings reads these; nbgrader ignores them).
+# The grading run's settings (course_lib.grading.settings reads them; nbgrader ignores them): where the
+# instructor-only hidden checks are (searched in order), the registry of the test cells the isolated judge
+# re-checks, what student code must not see besides solutions/ and grading/ (the wrong-answer fixtures are
+# near-solutions), and the plausible mistake `make grade-demo` adds to a chapter's demo class.
 c.CourseGrading.hidden_checks = ["instructor/checks"]
 c.CourseGrading.registry = "instructor/registry.py"
+c.CourseGrading.hidden_from_students = ["autograde_tests/fixtures"]
+c.CourseGrading.demo_fixtures = {"02_collectives": "autograde_tests/fixtures/ring/wrong_neighbour.py"}

@@ -4,16 +4,16 @@
 function runs on a cluster through ``python -m course_lib.dist.launch module:function``.
 """
 
-import sys
-import types
 from importlib import import_module
+
+from course_lib import moved_modules
 
 # Names load on first use (PEP 562): most of this package imports torch, which takes seconds, and the
 # grader's sandboxed kernel launcher needs only ``processes`` before it execs the real kernel.
 _EXPORTS = {
     "current_device": "backend",
-    "GLOO_SEGMENT_BYTES": "calibrate", "calibrate": "calibrate", "measure_all_reduce": "calibrate",
-    "predict_all_reduce": "calibrate",
+    "GLOO_SEGMENT_BYTES": "calibration", "calibrate": "calibration", "measure_all_reduce": "calibration",
+    "predict_all_reduce": "calibration",
     "make_wide_mlp": "ddp_step", "measure_ddp_step": "ddp_step", "record_ddp_buckets": "ddp_step",
     "ForbiddenCallError": "errors", "RankFailure": "errors", "RanksHungError": "errors",
     "run_ranks": "runner",
@@ -41,17 +41,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
 
-class _Package(types.ModuleType):
-    """Keeps an exported name bound to its function when a submodule of the same name loads.
-
-    The import system binds every submodule it loads on its package; ``calibrate`` is both a submodule
-    and the function this package exports, and the function must win, as it did with eager imports.
-    """
-
-    def __setattr__(self, name, value):
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+moved_modules.install(__name__)

@@ -6,7 +6,7 @@ Course code never names those folders: a course says where they are, a grading r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import course_lib
@@ -24,11 +24,14 @@ class CourseSettings:
     cell_timeout: int | None = None
     hidden_checks: tuple[Path, ...] = ()    # folders of hidden-check modules, searched in order
     registry: Path | None = None            # the module whose CHECKS the isolated judge re-runs
+    hidden_from_students: tuple[Path, ...] = ()   # more than solutions/ and grading/: e.g. wrong answers
+    demo_fixtures: dict[str, Path] = field(default_factory=dict)   # assignment -> a wrong answer's file
 
     def overrides(self) -> dict:
         """The GradingRun fields this course sets (so the run's own defaults hold for the rest)."""
         fields = {"course_id": self.course_id, "cell_timeout": self.cell_timeout,
-                  "hidden_checks": self.hidden_checks or None, "registry": self.registry}
+                  "hidden_checks": self.hidden_checks or None, "registry": self.registry,
+                  "hidden_from_students": self.hidden_from_students or None}
         return {name: value for name, value in fields.items() if value is not None}
 
 
@@ -41,9 +44,12 @@ def read_settings(course_root: Path) -> CourseSettings:
         return CourseSettings()
     config = PyFileConfigLoader(CONFIG_FILE, path=str(course_root)).load_config()
     grading = config.CourseGrading
-    folders = tuple(course_root / folder for folder in grading.get("hidden_checks", ()))
     registry = grading.get("registry")
     timeout = config.ExecutePreprocessor.get("timeout")
-    return CourseSettings(course_id=config.CourseDirectory.get("course_id"),
-                          cell_timeout=int(timeout) if timeout is not None else None,
-                          hidden_checks=folders, registry=course_root / registry if registry else None)
+    return CourseSettings(
+        course_id=config.CourseDirectory.get("course_id"),
+        cell_timeout=int(timeout) if timeout is not None else None,
+        hidden_checks=tuple(course_root / folder for folder in grading.get("hidden_checks", ())),
+        registry=course_root / registry if registry else None,
+        hidden_from_students=tuple(course_root / path for path in grading.get("hidden_from_students", ())),
+        demo_fixtures={name: course_root / path for name, path in grading.get("demo_fixtures", {}).items()})

@@ -19,10 +19,7 @@ The student's function is named ``manual_backward``; it needs only the names STU
 
 from __future__ import annotations
 
-import inspect
 import io
-import os
-import random
 import tokenize
 
 import torch
@@ -32,23 +29,12 @@ from course_lib.grading.attempt.student_function import StudentFunction, as_stud
 from course_lib.grading.checks.ch01_mlp import autograd_gradients, compare_gradients, random_mlp_case
 from course_lib.models import HIDDEN_UNITS, IN_FEATURES, OUT_FEATURES
 
+from ._seeds import fresh_rng
+
 FUNCTION_NAME = "manual_backward"
 # Names that would hand the exercise back to autograd (comments and strings are not searched).
 AUTOGRAD_NAMES = {"backward", "autograd", "enable_grad", "set_grad_enabled", "requires_grad",
                   "requires_grad_", "vjp", "jacrev", "jacfwd"}
-
-
-def _fresh_rng() -> random.Random:
-    return random.Random(int.from_bytes(os.urandom(8), "little"))
-
-
-def _source_of(student: StudentFunction) -> str:
-    if student.sources:
-        return "\n".join(student.sources)
-    try:
-        return inspect.getsource(student.function)
-    except (OSError, TypeError):
-        return ""
 
 
 def _code_names(source: str) -> set[str]:
@@ -60,7 +46,7 @@ def _code_names(source: str) -> set[str]:
 
 
 def _refuse_autograd(student: StudentFunction) -> None:
-    used = sorted(_code_names(_source_of(student)) & AUTOGRAD_NAMES)
+    used = sorted(_code_names(student.source_text()) & AUTOGRAD_NAMES)
     if used:
         raise AssertionError(f"manual_backward uses {', '.join(used)}: this exercise is the backward pass by"
                              " hand, from the formulas, with autograd switched off")
@@ -91,7 +77,7 @@ def _check_cases(manual_backward, cases) -> None:
 
 def check_manual_backward_hidden_seeds(manual_backward) -> None:
     """The course's shapes and batch size, new weights and data; one case with most ReLUs switched off."""
-    rng = _fresh_rng()
+    rng = fresh_rng()
     sizes = (IN_FEATURES, HIDDEN_UNITS, OUT_FEATURES)
     cases = [(rng.randrange(2**31), 32, sizes, 0.0) for _ in range(3)]
     cases.append((rng.randrange(2**31), 32, sizes, -1.5))
@@ -100,7 +86,7 @@ def check_manual_backward_hidden_seeds(manual_backward) -> None:
 
 def check_manual_backward_hidden_shapes(manual_backward) -> None:
     """Layer sizes other than 6->4->2 (wide, narrow, a single output) and batch sizes other than 32."""
-    rng = _fresh_rng()
+    rng = fresh_rng()
     cases = [(rng.randrange(2**31), rng.randint(2, 48),
               (rng.randint(1, 12), rng.randint(1, 12), rng.randint(1, 5)), 0.0) for _ in range(4)]
     cases.append((rng.randrange(2**31), rng.randint(2, 16), (rng.randint(2, 8), rng.randint(2, 8), 1), 0.0))
@@ -109,7 +95,7 @@ def check_manual_backward_hidden_shapes(manual_backward) -> None:
 
 def check_manual_backward_hidden_batch_of_one(manual_backward) -> None:
     """A batch of a single sample, where a sum over the batch and a squeeze are easy to confuse."""
-    rng = _fresh_rng()
+    rng = fresh_rng()
     cases = [(rng.randrange(2**31), 1, (IN_FEATURES, HIDDEN_UNITS, OUT_FEATURES), 0.0),
              (rng.randrange(2**31), 1, (rng.randint(1, 9), rng.randint(1, 9), 1), 0.0),
              (rng.randrange(2**31), 1, (rng.randint(1, 9), rng.randint(1, 9), rng.randint(2, 5)), 0.0)]

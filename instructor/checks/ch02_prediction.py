@@ -10,13 +10,13 @@ Test cells of solutions/02_collectives/02_collectives.ipynb and what their hidde
 from __future__ import annotations
 
 import inspect
-import os
 import random
 
 from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch02_prediction import FUNCTION_NAME, compare_prediction
 
+from ._seeds import fresh_seed
 from .ch01_mlp import _code_names
 
 POINTS = {"test_predict_gloo_all_reduce": 3, "test_predict_gloo_own_formula": 1}
@@ -51,7 +51,7 @@ def _predictions(predict, cases) -> list:
 
 def check_predict_hidden(predict) -> None:
     """New links, sizes (empty, tiny, whole segments and not), 2 to 12 ranks and other segment sizes."""
-    seed = int.from_bytes(os.urandom(8), "little")
+    seed = fresh_seed(8)
     cases = _cases(random.Random(seed))
     for got, case in zip(_predictions(predict, cases), cases, strict=True):
         compare_prediction(got, case, f"hidden test seed {seed}")

@@ -38,13 +38,14 @@ The expected points of known-wrong submissions: autograde_tests/fixtures/ring/ex
 
 from __future__ import annotations
 
-import os
 import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
 from course_lib.grading.checks.ch02_ring_judge import forbidden_problems, traffic_problems, value_problems
 from course_lib.grading.checks.ch02_ring_ranks import RingCase, run_student
+
+from ._seeds import fresh_seed
 
 WORLD_SIZES = (4, 3, 8, 5, 2, 1)   # the usual case first: a wrong ring fails fast
 TIMEOUT_S = 10                     # per run of all cases on one world size; a correct ring needs < 1 s
@@ -53,10 +54,6 @@ POINTS = {"test_ring_reduce_scatter": 3, "test_ring_all_gather": 3, "test_ring_a
           "test_ring_all_reduce_traffic": 2, "test_ring_all_reduce_no_collectives": 2,
           "test_ring_all_reduce_no_deadlock": 2}
 _REPORTS: dict = {}                # the all-reduce runs, shared by its four checks (one entry at a time)
-
-
-def _fresh_seed() -> int:
-    return int.from_bytes(os.urandom(6), "little")
 
 
 def flat_cases(world_size: int, rng: random.Random) -> list[RingCase]:
@@ -107,7 +104,7 @@ def _all_reduce_report(ring_all_reduce) -> tuple[list, int]:
     key = _identity(student)
     if key not in _REPORTS:
         _REPORTS.clear()
-        seed = _fresh_seed()
+        seed = fresh_seed()
         _REPORTS[key] = (_runs(student, "all_reduce", all_reduce_cases, seed), seed, student)
     runs, seed, _ = _REPORTS[key]  # the student object stays referenced, so the ids in the key stay its own
     return runs, seed
@@ -115,7 +112,7 @@ def _all_reduce_report(ring_all_reduce) -> tuple[list, int]:
 
 def check_ring_reduce_scatter_hidden(ring_reduce_scatter) -> None:
     """Values of the owned chunk and the ring's traffic, for every world size and case."""
-    student, seed = as_student_function(ring_reduce_scatter, "ring_reduce_scatter"), _fresh_seed()
+    student, seed = as_student_function(ring_reduce_scatter, "ring_reduce_scatter"), fresh_seed()
     problems = []
     for run in _runs(student, "reduce_scatter", flat_cases, seed):
         problems += value_problems(run, "reduce_scatter") + traffic_problems(run, "reduce_scatter")
@@ -124,7 +121,7 @@ def check_ring_reduce_scatter_hidden(ring_reduce_scatter) -> None:
 
 def check_ring_all_gather_hidden(ring_all_gather) -> None:
     """Every chunk arrives everywhere, with the ring's traffic, for every world size and case."""
-    student, seed = as_student_function(ring_all_gather, "ring_all_gather"), _fresh_seed()
+    student, seed = as_student_function(ring_all_gather, "ring_all_gather"), fresh_seed()
     problems = []
     for run in _runs(student, "all_gather", flat_cases, seed):
         problems += value_problems(run, "all_gather") + traffic_problems(run, "all_gather")

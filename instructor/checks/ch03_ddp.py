@@ -34,8 +34,6 @@ The expected points of known-wrong submissions: autograde_tests/fixtures/ddp/exp
 
 from __future__ import annotations
 
-import os
-
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch03_ddp import (
@@ -47,6 +45,8 @@ from course_lib.grading.checks.ch03_ddp import (
 )
 from course_lib.grading.checks.ch03_ddp_ranks import DDPCase, run_student
 
+from ._seeds import fresh_seed
+
 TIMEOUT_S = 15   # per run of all cases on one world size; the reference needs about 1 s
 TORCH_WORLD_SIZE = 3   # torch DDP trains the same cases on this world size too (its runs cost time)
 POINTS = {"test_ddp_broadcast": 2, "test_ddp_gradients": 4, "test_ddp_frozen_and_tied": 2,
@@ -55,10 +55,6 @@ POINTS = {"test_ddp_broadcast": 2, "test_ddp_gradients": 4, "test_ddp_frozen_and
 TRAINING_CASES = (DDPCase("course MLP", 25.0), DDPCase("course MLP", None),
                   DDPCase("transformer block", 0.003), DDPCase("transformer block", 25.0))
 _REPORTS: dict = {}   # the training runs, shared by the gradient and overlap checks (one entry at a time)
-
-
-def _fresh_seed() -> int:
-    return int.from_bytes(os.urandom(6), "little")
 
 
 def _with_seed(problems: list[str], seed: int) -> list[str]:
@@ -79,14 +75,14 @@ def _training_runs(DDP):  # noqa: N803
     key = (id(student.function), tuple(student.sources))
     if key not in _REPORTS:
         _REPORTS.clear()
-        seed = _fresh_seed()
+        seed = fresh_seed()
         _REPORTS[key] = (_runs(student, (2, 3, 4), TRAINING_CASES, seed), seed, student)
     runs, seed, _ = _REPORTS[key]   # the student object stays referenced, so its id stays its own
     return runs, seed
 
 
 def check_ddp_broadcast_hidden(DDP) -> None:  # noqa: N803
-    seed = _fresh_seed()
+    seed = fresh_seed()
     problems = [p for run in _runs(DDP, (2, 4), [], seed, "broadcast") for p in broadcast_problems(run)]
     fail_with(_with_seed(problems, seed), "DDP's construction is wrong on hidden cases")
 
@@ -100,7 +96,7 @@ def check_ddp_gradients_hidden(DDP) -> None:  # noqa: N803
 
 
 def check_ddp_frozen_and_tied_hidden(DDP) -> None:  # noqa: N803
-    seed = _fresh_seed()
+    seed = fresh_seed()
     cases = [DDPCase("frozen and tied", 25.0), DDPCase("frozen and tied", None)]
     problems = [p for run in _runs(DDP, (2, 4), cases, seed)
                 for p in value_problems(run, compare_with_torch=run.world_size == 2, timeout=TIMEOUT_S)
@@ -109,7 +105,7 @@ def check_ddp_frozen_and_tied_hidden(DDP) -> None:  # noqa: N803
 
 
 def check_ddp_unused_hidden(DDP) -> None:  # noqa: N803
-    seed = _fresh_seed()
+    seed = fresh_seed()
     cases = [DDPCase("unused layer", 25.0), DDPCase("unused layer", None)]
     problems = [p for run in _runs(DDP, (2, 3), cases, seed)
                 for p in value_problems(run, compare_with_torch=run.world_size == 2, timeout=TIMEOUT_S)]
@@ -123,7 +119,7 @@ def check_ddp_overlap_hidden(DDP) -> None:  # noqa: N803
 
 
 def check_ddp_one_rank_hidden(DDP) -> None:  # noqa: N803
-    seed = _fresh_seed()
+    seed = fresh_seed()
     cases = [DDPCase("course MLP", 25.0), DDPCase("transformer block", None)]
     problems = [p for run in _runs(DDP, (1,), cases, seed)
                 for p in value_problems(run, compare_with_torch=False) + silence_problems(run)]

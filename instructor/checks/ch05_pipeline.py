@@ -26,7 +26,6 @@ submissions: autograde_tests/fixtures/pipeline/expected_scores.json.
 
 from __future__ import annotations
 
-import os
 import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
@@ -40,6 +39,7 @@ from course_lib.grading.checks.ch05_stage import (
     traffic_problems,
 )
 
+from ._seeds import fresh_seed
 from .ch02_ring import _identity
 
 FIXED_PAIRS = ((4, 8), (1, 1), (1, 5), (2, 1), (3, 2), (8, 3), (5, 5), (2, 9), (6, 12), (8, 16), (7, 1))
@@ -52,10 +52,6 @@ POINTS = {"test_one_f_one_b_dependencies": 2, "test_one_f_one_b_memory": 2, "tes
 _CACHE: dict = {}       # one entry per exercise: the runs of the last function graded
 
 
-def _fresh_seed() -> int:
-    return int.from_bytes(os.urandom(6), "little")
-
-
 def _with_seed(problems: list[str], seed: int) -> list[str]:
     return [f"{p}\n  (hidden test seed {seed})" for p in dict.fromkeys(problems)]
 
@@ -64,7 +60,7 @@ def _cached(exercise: str, student, compute):
     key = _identity(student)
     entry = _CACHE.get(exercise)
     if entry is None or entry[0] != key:
-        seed = _fresh_seed()
+        seed = fresh_seed()
         entry = _CACHE[exercise] = (key, compute(student, seed), seed, student)  # keeps the ids in key alive
     return entry[1], entry[2]
 

@@ -32,7 +32,6 @@ The expected points of known-wrong submissions: autograde_tests/fixtures/tensor_
 
 from __future__ import annotations
 
-import os
 import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
@@ -45,16 +44,14 @@ from course_lib.grading.checks.ch06_tensor_parallel_ranks import (
 )
 from course_lib.grading.checks.ch06_tensor_parallel_shards import shard_layouts, shard_problems
 
+from ._seeds import fresh_seed
+
 WORLD_SIZES = (4, 2, 1, 3)          # the usual case first, so a wrong layer fails fast
 SHARD_WORLD_SIZES = (1, 2, 3, 4, 8)
 TIMEOUT_S = 20                      # per run of one world size; a correct layer needs well under 1 s
 POINTS = {"test_shard_columns": 2, "test_shard_rows": 2, "test_column_parallel_linear": 2,
           "test_row_parallel_linear": 3, "test_tensor_parallel_mlp": 2, "test_tensor_parallel_mlp_traffic": 2,
           "test_tensor_parallel_block": 2}
-
-
-def _fresh_seed() -> int:
-    return int.from_bytes(os.urandom(5), "little")
 
 
 def hidden_cases(kind: str, world_size: int, rng: random.Random) -> list[LayerCase]:
@@ -70,7 +67,7 @@ def _with_seed(problems: list[str], seed: int) -> list[str]:
 
 
 def _layer_problems(students: dict, kind: str, judge, world_sizes=WORLD_SIZES) -> tuple[list[str], int]:
-    seed = _fresh_seed()
+    seed = fresh_seed(5)
     rng, problems = random.Random(seed), []
     for world_size in world_sizes:
         run = run_layers(students, world_size, hidden_cases(kind, world_size, rng), seed, TIMEOUT_S)
@@ -81,7 +78,7 @@ def _layer_problems(students: dict, kind: str, judge, world_sizes=WORLD_SIZES) -
 
 
 def _check_shards(student, name: str, kind: str) -> None:
-    seed = _fresh_seed()
+    seed = fresh_seed(5)
     layouts = shard_layouts(SHARD_WORLD_SIZES, random.Random(seed))
     problems = shard_problems(students_of(**{name: student}), kind, layouts, seed, TIMEOUT_S)
     fail_with(_with_seed(problems, seed), f"{name} is wrong on hidden sizes")

@@ -18,7 +18,6 @@ The expected points of known-wrong submissions: autograde_tests/fixtures/zero/ex
 from __future__ import annotations
 
 import math
-import os
 import random
 
 import torch
@@ -40,13 +39,11 @@ from course_lib.grading.checks.ch07_zero import (
     traffic_problems,
 )
 
+from ._seeds import fresh_seed
+
 WORLD_SIZES = (4, 3, 2, 1)
 TIMEOUT_S = 20
 POINTS = {"test_shard_parameters": 2, "test_gather_parameters": 3, "test_reduce_scatter_gradients": 3}
-
-
-def fresh_seed() -> int:
-    return int.from_bytes(os.urandom(6), "little")
 
 
 def hidden_cases(world_size: int, rng: random.Random, dtypes=("float32", "float64", "bfloat16")) -> list:

@@ -14,16 +14,17 @@ known-wrong submissions: autograde_tests/fixtures/capstone/expected_scores.json.
 from __future__ import annotations
 
 import math
-import os
 
 from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
+from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch08_capstone import (
     check_build_stage,
     check_capstone_loss,
-    fail_with,
     group_problems,
 )
+
+from ._seeds import fresh_seed
 
 HIDDEN_MESHES = [((2, 2, 2), ("dp", "tp", "pp")), ((2, 2, 2), ("pp", "tp", "dp")),
                  ((4, 1, 2), ("dp", "pp", "tp")), ((1, 1, 1), ("pp", "dp", "tp")),
@@ -56,7 +57,7 @@ def check_capstone_loss_hidden(capstone_groups, build_stage, capstone_step) -> N
         # run would push the test cell past the grader's 20 s cell limit on a loaded machine. The isolated
         # judge, whose verdict caps this cell's score, receives sources instead and runs the check below.
         return
-    seed = int.from_bytes(os.urandom(2), "little")
+    seed = fresh_seed(2)
     try:
         check_capstone_loss(capstone_groups, build_stage, capstone_step, steps=3, microbatches=4, seed=seed)
     except AssertionError as error:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from course_lib.dist import GLOO_SEGMENT_BYTES, calibrate, measure_all_reduce, predict_all_reduce
-from course_lib.dist.calibrate import fit_beta
+from course_lib.dist.calibration import fit_beta
 from course_lib.sim import HardwarePreset, collective_time, make_cluster
 
 SIZES = (1 << 18, 1 << 20, 1 << 22)
@@ -69,10 +69,12 @@ def test_a_small_real_calibration_and_all_reduce_measurement():
 
 
 def test_calibrate_is_the_function_by_both_import_paths():
-    import course_lib.dist as dist_package
-    from course_lib.dist.calibrate import calibrate as from_module
+    from course_lib.dist.calibrate import calibrate as by_the_old_path
 
-    assert from_module is calibrate is dist_package.calibrate and callable(calibrate)
+    import course_lib.dist as dist_package
+    from course_lib.dist.calibration import calibrate as from_module
+
+    assert from_module is by_the_old_path is calibrate is dist_package.calibrate and callable(calibrate)
 
 
 def _counting_all_reduce(tensor):

@@ -17,7 +17,7 @@ from course_lib.sim import (
 )
 from course_lib.sim.cluster.presets import NCCL_MEASURED_BUSBW
 from course_lib.sim.devices.simulated_gpu import SimulatedGPU
-from course_lib.sim.job.layout import group_link as layout_group_link
+from course_lib.sim.job.layout import dimension_link
 
 NVLINK_A, NET_A = 3.4e-6, 14e-6          # H100's per-hop latencies (NCCL tuning.cc)
 TWO_NODES = make_cluster(2, 8, "h100")
@@ -141,11 +141,11 @@ def test_a_group_link_on_one_node_is_the_plain_link():
 def test_layout_data_parallel_across_nodes_sees_one_nic_per_tensor_parallel_rank():
     degrees = {"tp": 8, "cp": 1, "dp": 2, "pp": 1}
     placement = ("tp", "cp", "dp", "pp")
-    dp = layout_group_link(TWO_NODES, "dp", degrees, placement)
+    dp = dimension_link(TWO_NODES, "dp", degrees, placement)
     assert (dp.nodes, dp.per_node, dp.bandwidth) == (2, 1, 50e9)
-    full_dp = layout_group_link(TWO_NODES, "dp", {"tp": 1, "cp": 1, "dp": 16, "pp": 1}, placement)
+    full_dp = dimension_link(TWO_NODES, "dp", {"tp": 1, "cp": 1, "dp": 16, "pp": 1}, placement)
     assert full_dp.bandwidth == 400e9
-    tp = layout_group_link(TWO_NODES, "tp", degrees, placement)
+    tp = dimension_link(TWO_NODES, "tp", degrees, placement)
     assert not tp.spans_nodes and tp.bandwidth == 450e9
 
 

@@ -7,6 +7,7 @@ it for itself, so the process that judges the results never runs student code.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -23,6 +24,15 @@ class StudentFunction:
     name: str
     function: Callable | None = None
     sources: Sequence[str] = field(default_factory=tuple)
+
+    def source_text(self) -> str:
+        """The code the student wrote for this function: the answer cells, or the function's own source."""
+        if self.sources:
+            return "\n".join(self.sources)
+        try:
+            return inspect.getsource(self.function)
+        except (OSError, TypeError):
+            return ""
 
     def resolve(self) -> Callable:
         """The callable; with sources, executes them here (call this inside the rank process)."""

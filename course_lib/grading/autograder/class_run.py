@@ -52,6 +52,7 @@ class GradingRun:
     max_output_bytes: int = 1_000_000
     registry: Path | None = field(default_factory=_course_default("registry"))   # None: no isolated re-check
     hidden_checks: tuple[Path, ...] = field(default_factory=_course_default("hidden_checks"))
+    hidden_from_students: tuple[Path, ...] = field(default_factory=_course_default("hidden_from_students"))
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     feedback: bool = True
     recheck: bool = True             # the isolated judge (off only to measure what it costs)
@@ -109,8 +110,8 @@ def prepare(run: GradingRun, assignment: str,
     release = {p.stem: nbformat.read(p, as_version=4)
                for p in sorted((prep / "release" / assignment).glob("*.ipynb"))}
     hidden = [str(root / name) for root in {run.course_root, CODE_ROOT}
-              for name in (run.source_directory, "grading", ".git", "autograde_tests/fixtures")]
-    hidden += run.also_hide
+              for name in (run.source_directory, "grading", ".git")]
+    hidden += [str(path) for path in run.hidden_from_students] + run.also_hide
     setup = AssignmentSetup(course_id=run.course_id, assignment=assignment, source_dir=source_dir,
                             template_db=template, hidden_paths=hidden, cell_timeout=run.cell_timeout,
                             notebook_timeout=run.notebook_timeout, max_output_bytes=run.max_output_bytes,

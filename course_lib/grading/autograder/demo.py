@@ -14,6 +14,7 @@ from pathlib import Path
 import nbformat
 
 from course_lib.grading.autograder import fixtures
+from course_lib.grading.settings import read_settings
 
 PREFERRED = ("02_collectives", "01_mlp_by_hand", "00_orientation")
 
@@ -43,10 +44,10 @@ def class_answers(course_root: Path, assignment: str, size: int = 4) -> dict[str
         "empty": {},
         "broken": None,
     }
-    wrong = course_root / "autograde_tests" / "fixtures" / "ring" / "wrong_neighbour.py"
-    if assignment == "02_collectives" and wrong.exists() and size > len(kinds):
+    wrong = read_settings(course_root).demo_fixtures.get(assignment)   # a plausible mistake, if any
+    if wrong is not None and wrong.exists() and size > len(kinds):
         answers = fixtures.load_py_fixture(wrong)
-        kinds["wrong_neighbour"] = {**full, **{k: v for k, v in answers.items() if k in full}}
+        kinds[wrong.stem] = {**full, **{k: v for k, v in answers.items() if k in full}}
     names = list(kinds)
     return {f"{names[i % len(names)]}{'' if i < len(names) else f'_{i // len(names) + 1}'}":
             kinds[names[i % len(names)]] for i in range(max(size, 1))}

@@ -16,6 +16,7 @@ import torch.distributed as dist
 from course_lib.capstone.run import MESH_NAMES, MESH_SHAPE, Pieces, run_capstone, single_process_losses
 from course_lib.capstone.standins import tensor_parallel
 from course_lib.dist import RankFailure, RanksHungError, run_ranks
+from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.models import make_transformer_block
 
@@ -48,12 +49,6 @@ def group_problems(shape, names, rank, got) -> list:
         if mine is None or [int(r) for r in mine] != ranks:
             problems.append(f"{call}[{piece!r}] is {mine!r}, expected {ranks}")
     return problems
-
-
-def fail_with(problems: list, what: str, limit: int = 4) -> None:
-    if problems:
-        more = f"\n(and {len(problems) - limit} more)" if len(problems) > limit else ""
-        raise AssertionError(f"{what}:\n" + "\n".join(f"- {p}" for p in problems[:limit]) + more)
 
 
 def check_capstone_groups(capstone_groups, meshes=VISIBLE_MESHES) -> None:

@@ -6,7 +6,6 @@ ranks; this module never computes a mesh layout itself, so it cannot hand the ex
 
 from __future__ import annotations
 
-import inspect
 import io
 import tokenize
 
@@ -14,7 +13,8 @@ import torch.distributed as dist
 
 from course_lib.dist import RankFailure, RanksHungError, run_ranks
 from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
-from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
+from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.attempt.student_function import as_student_function
 
 # Names that would hand the answer back to torch or the course (comments and strings are not searched).
 FORBIDDEN_NAMES = {"init_device_mesh", "DeviceMesh", "device_mesh", "get_coordinate", "course_lib",
@@ -25,21 +25,12 @@ RANK_TIMEOUT_S = 60
 _REFERENCE_CACHE: dict = {}
 
 
-def _source_of(student: StudentFunction) -> str:
-    if student.sources:
-        return "\n".join(student.sources)
-    try:
-        return inspect.getsource(student.function)
-    except (OSError, TypeError):
-        return ""
-
-
 def refuse_shortcuts(*candidates) -> None:
     """The exercise is the index arithmetic: torch's DeviceMesh and the course's own layout are off limits."""
     for candidate in candidates:
         student = as_student_function(candidate)
         try:
-            tokens = tokenize.generate_tokens(io.StringIO(_source_of(student)).readline)
+            tokens = tokenize.generate_tokens(io.StringIO(student.source_text()).readline)
             names = {t.string for t in tokens if t.type == tokenize.NAME}
         except (tokenize.TokenError, SyntaxError):
             names = set()
@@ -71,7 +62,7 @@ def _mesh_rank(rank, world_size, meshes, students):
     return out
 
 
-def run_on_ranks(meshes_by_world: dict, students=(), timeout: float = RANK_TIMEOUT_S) -> dict:
+def run_meshes(meshes_by_world: dict, students=(), timeout: float = RANK_TIMEOUT_S) -> dict:
     """{(shape, names): per rank {"torch": ..., "student": {function name: {"value"|"error"}}}}.
 
     Every mesh is built with init_device_mesh on real gloo ranks; students' functions run beside it.
@@ -89,7 +80,7 @@ def torch_reference(meshes_by_world: dict) -> dict:
     """torch's answers only, cached: {(shape, names): [{"coordinates": ..., "groups": ...} per rank]}."""
     key = repr(sorted((w, tuple(m)) for w, m in meshes_by_world.items()))
     if key not in _REFERENCE_CACHE:
-        runs = run_on_ranks(meshes_by_world)
+        runs = run_meshes(meshes_by_world)
         _REFERENCE_CACHE[key] = {mesh: [r["torch"] for r in ranks] for mesh, ranks in runs.items()}
     return _REFERENCE_CACHE[key]
 
@@ -99,14 +90,6 @@ def inside_node_from_groups(per_rank_groups: list, gpus_per_node: int) -> dict:
     names = per_rank_groups[0].keys()
     return {n: all(len({r // gpus_per_node for r in groups[n]}) == 1 for groups in per_rank_groups)
             for n in names}
-
-
-def fail_with(problems: list[str], what: str, limit: int = 4) -> None:
-    """Raise one AssertionError listing the first problems (the rest are counted, not listed)."""
-    if problems:
-        shown = "\n".join(f"- {p}" for p in problems[:limit])
-        more = f"\n(and {len(problems) - limit} more)" if len(problems) > limit else ""
-        raise AssertionError(f"{what}:\n{shown}{more}")
 
 
 def compare(name: str, args, got, expected, problems: list) -> None:
@@ -158,7 +141,7 @@ def check_mesh_matches_torch(mesh_coordinates, mesh_groups, meshes_by_world=None
                 as_student_function(mesh_groups, "mesh_groups")]
     refuse_shortcuts(*students)
     try:
-        runs = run_on_ranks(meshes_by_world or VISIBLE_MESHES, students)
+        runs = run_meshes(meshes_by_world or VISIBLE_MESHES, students)
     except (RankFailure, RanksHungError) as error:
         raise AssertionError(f"the ranks failed while building the meshes: {error}") from None
     problems = []

@@ -29,7 +29,7 @@ SCRIPT = class_run.CODE_ROOT / "slurm" / "grade_array.sbatch"
 HOLD_LIMIT_S = 600.0
 # What a task takes over from the class's run, so that it grades exactly as `make grade` would.
 PLAN_SETTINGS = ("course_id", "source_directory", "cell_timeout", "notebook_timeout", "judge_timeout",
-                 "max_output_bytes", "registry", "hidden_checks", "recheck")
+                 "max_output_bytes", "registry", "hidden_checks", "hidden_from_students", "recheck")
 
 
 def _plain(value):
@@ -44,7 +44,8 @@ def _plain(value):
 def _settings(plan: dict) -> dict:
     settings = {name: plan[name] for name in PLAN_SETTINGS}
     settings["registry"] = Path(settings["registry"]) if settings["registry"] else None
-    settings["hidden_checks"] = tuple(Path(folder) for folder in settings["hidden_checks"])
+    for name in ("hidden_checks", "hidden_from_students"):
+        settings[name] = tuple(Path(path) for path in settings[name])
     return settings
 
 

@@ -9,8 +9,7 @@ import functools
 import math
 
 from ..checks import whole
-from ..network.group_links import group_link as network_group_link
-from ..network.group_links import members_per_node
+from ..network.group_links import group_link, members_per_node
 
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 DEFAULT_PLACEMENT = ("tp", "cp", "dp", "pp")  # Megatron-LM's order: TP on NVLink, PP across nodes
@@ -53,13 +52,13 @@ def coordinates(rank: int, degrees: dict, placement) -> dict:
     return out
 
 
-def group_link(cluster, dims, degrees: dict, placement):
+def dimension_link(cluster, dims, degrees: dict, placement):
     """The GroupLink collectives along ``dims`` run on; in a synchronous step the slowest group sets the
     pace: the one that spans the most nodes with the fewest members on one of them."""
     dims = (dims,) if isinstance(dims, str) else tuple(dims)
     shapes = _group_shapes(dims, tuple(degrees.items()), tuple(placement), cluster.gpus_per_node)
-    links = [network_group_link(cluster.preset.intra_node, cluster.preset.inter_node, nodes, per_node,
-                                cluster.nics_per_node) for nodes, per_node in shapes]
+    links = [group_link(cluster.preset.intra_node, cluster.preset.inter_node, nodes, per_node,
+                        cluster.nics_per_node) for nodes, per_node in shapes]
     return min(links, key=lambda link: (link.bandwidth, -link.latency, -link.nodes))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..collectives.cost import collective_time
-from ..job.layout import group_link
+from ..job.layout import dimension_link
 from ..memory.formulas import activation_memory_per_layer
 from ..timeline import span
 
@@ -38,10 +38,10 @@ class CostModel:
         self.config, self.cluster = config, cluster
         c, degrees, placement = config, config.degrees, config.placement
         self.flops = cluster.preset.flops
-        self.tp_link = group_link(cluster, "tp", degrees, placement)
-        self.cp_link = group_link(cluster, "cp", degrees, placement)
-        self.pp_link = group_link(cluster, "pp", degrees, placement)
-        self.dp_link = group_link(cluster, ("dp", "cp"), degrees, placement)
+        self.tp_link = dimension_link(cluster, "tp", degrees, placement)
+        self.cp_link = dimension_link(cluster, "cp", degrees, placement)
+        self.pp_link = dimension_link(cluster, "pp", degrees, placement)
+        self.dp_link = dimension_link(cluster, ("dp", "cp"), degrees, placement)
         self.shard_degree = c.dp * c.cp       # ZeRO shards (and gradients reduce) over dp x cp
         model, mbs = c.model, c.micro_batch_size
         self.tokens = mbs * getattr(model, "seq_len", 1)          # per micro-batch of one replica

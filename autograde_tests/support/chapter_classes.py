@@ -1,0 +1,123 @@
+"""The chapters the grading tests send through `make grade`'s pipeline, as one table, and the classes they
+make: each chapter's reference solution, its release left unanswered, and its wrong answers (fixtures).
+
+A row says where a chapter's wrong answers are, how a fixture file answers the exercise, which of them go
+through nbgrader (the rest are checked directly against the hidden checks, in tests/chapters/), and which
+grading run holds the chapter. Adding a chapter to the grading tests is adding a row.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from course_lib.grading.autograder import fixtures
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "autograde_tests" / "fixtures"
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One exercise of a chapter in the grading tests."""
+
+    assignment: str                      # the chapter folder, e.g. "02_collectives"
+    prefix: str                          # its students are named <prefix>_<solution|release|fixture>
+    fixtures: str | None = None          # folder under autograde_tests/fixtures/ (expected_scores.json)
+    run: str = "graded_class"            # the session fixture whose grading run grades it
+    # How a fixture file answers: "alone" (its cells, the others unanswered), "over_solution" (its cells
+    # over the reference's others), or the grade_id of the one cell the whole file is.
+    answers: str = "alone"
+    student_prefix: str = ""             # before each fixture name (capstone_: in chapter 08's class)
+
+    @property
+    def folder(self) -> Path | None:
+        return FIXTURES / self.fixtures if self.fixtures else None
+
+    def table(self) -> dict:
+        return json.loads((self.folder / "expected_scores.json").read_text()) if self.folder else {}
+
+    def graded(self) -> tuple[str, ...]:
+        """The wrong fixtures sent through nbgrader: those expected_scores.json lists under
+        graded_through_nbgrader, or all of them."""
+        table = self.table()
+        return tuple(table.get("graded_through_nbgrader", table.get("fixtures", {})))
+
+    def expected(self) -> dict[str, dict[str, float]]:
+        """student suffix -> the points per test cell it must earn."""
+        if self.folder is None:
+            maximum = max_points(self.assignment)
+            return {"solution": maximum, "release": dict.fromkeys(maximum, 0)}
+        table = self.table()
+        return {"solution": table["solution"], "release": dict.fromkeys(table["max_points"], 0),
+                **{f"{self.student_prefix}{name}": table["fixtures"][name] for name in self.graded()}}
+
+    def wrong(self) -> dict[str, dict[str, str]]:
+        """student suffix -> the answer cells of each graded wrong fixture."""
+        solution = fixtures.solution_sources(_notebook("solutions", self.assignment))
+        release_ids = set(fixtures.solution_ids(_notebook("notebooks", self.assignment)))
+        wrong = {}
+        for name in self.graded():
+            path = self.folder / f"{name}.py"
+            if self.answers == "alone":
+                cells = {k: v for k, v in fixtures.load_py_fixture(path).items() if k in release_ids}
+            elif self.answers == "over_solution":
+                cells = {**solution, **fixtures.load_py_fixture(path)}
+            else:
+                cells = {self.answers: path.read_text()}
+            wrong[f"{self.student_prefix}{name}"] = cells
+        return wrong
+
+
+def _notebook(folder: str, assignment: str):
+    return nbformat.read(REPO / folder / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+def max_points(assignment: str) -> dict[str, float]:
+    """grade_id -> points of every graded cell of the chapter's source notebook."""
+    cells = [cell.metadata.get("nbgrader") or {} for cell in _notebook("solutions", assignment).cells]
+    return {marks["grade_id"]: marks["points"] for marks in cells if marks.get("grade")}
+
+
+CHAPTERS = (
+    Chapter("01_mlp_by_hand", "01_mlp_by_hand"),
+    Chapter("02_collectives", "ring", "ring"),
+    # Chapter 03 in a run of its own (its lesson times real ranks); each DDP fixture is the whole 'ddp' cell.
+    Chapter("03_data_parallel", "ddp", "ddp", run="ddp_graded_class", answers="ddp"),
+    Chapter("05_pipeline_parallel", "pipeline", "pipeline"),
+    Chapter("06_tensor_parallel", "tp", "tensor_parallel"),
+    # Chapter 07 in a run of its own: each submission re-runs a long lesson and ten hidden checks twice.
+    Chapter("07_zero_fsdp", "zero", "zero", run="zero_graded_class", answers="over_solution"),
+    Chapter("08_nd_parallelism", "mesh", "mesh"),
+    Chapter("08_nd_parallelism", "mesh", "capstone", answers="over_solution", student_prefix="capstone_"),
+)
+
+
+def write_chapter_class(root: Path, chapters: list[Chapter]) -> list[str]:
+    """The chapters' students (solution, unanswered release, wrong fixtures) as submissions under root."""
+    students = []
+    assignment = chapters[0].assignment
+    (root / "solutions" / assignment).symlink_to(REPO / "solutions" / assignment, target_is_directory=True)
+    release = _notebook("notebooks", assignment)
+    source = _notebook("solutions", assignment)
+    classes = {"solution": fixtures.solution_sources(source), "release": {}}
+    for chapter in chapters:
+        classes.update(chapter.wrong())
+    prefix = chapters[0].prefix
+    for student, answers in classes.items():
+        folder = root / "grading" / "submitted" / f"{prefix}_{student}" / assignment
+        fixtures.write_submission(folder, assignment, fixtures.make_submission(release, answers))
+        students.append(f"{prefix}_{student}")
+    return students
+
+
+def chapters_of(run: str) -> dict[str, list[Chapter]]:
+    """assignment -> its rows, for the chapters a grading run holds."""
+    grouped: dict[str, list[Chapter]] = {}
+    for chapter in CHAPTERS:
+        if chapter.run == run:
+            grouped.setdefault(chapter.assignment, []).append(chapter)
+    return grouped

@@ -1,0 +1,89 @@
+"""course_lib's import layers: no import from a lower layer to a higher one (between course_lib's packages
+and between sim's sub-packages), no import circle between folders, and nothing in course_lib names the
+instructor's folders (the grading run's settings do).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.support.import_layers import back_imports, folder_cycles, names_in_imports
+
+ROOT = Path(__file__).resolve().parents[1] / "course_lib"
+
+# Bottom to top: a unit may import its own layer and those below. The grading folders follow a check's
+# life: the sandbox cages it, attempt runs student code, checks judge, the autograder grades a class.
+LAYERS = [
+    ("__init__.py", "moved_modules.py"),
+    ("sim",),
+    ("models.py",),
+    ("dist",),
+    ("viz",),
+    ("examples",),
+    ("grading/__init__.py", "grading/settings.py"),
+    ("grading/sandbox",),
+    ("grading/attempt",),
+    ("capstone",),
+    ("grading/checks",),
+    ("grading/autograder",),
+    ("grading/slurm",),
+    ("grading/cli.py",),
+]
+# Inside sim: the names every layer reads, the network, then each step of a simulation in order.
+SIM_LAYERS = [
+    ("sim/__init__.py", "sim/checks.py", "sim/vocabulary.py", "sim/timeline.py", "sim/trace.py"),
+    ("sim/network",),
+    ("sim/memory",),
+    ("sim/collectives",),
+    ("sim/cluster",),
+    ("sim/job",),
+    ("sim/step",),
+    ("sim/search",),
+    ("sim/devices",),
+]
+INSTRUCTOR_FOLDERS = ("instructor", "autograde_tests")
+
+
+def test_no_package_imports_a_higher_layer():
+    assert not back_imports(ROOT, LAYERS), "\n".join(back_imports(ROOT, LAYERS))
+
+
+def test_no_sim_sub_package_imports_a_higher_layer():
+    problems = back_imports(ROOT, SIM_LAYERS, within="sim")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_circle_between_folders():
+    assert not folder_cycles(ROOT, LAYERS), folder_cycles(ROOT, LAYERS)
+
+
+def test_course_lib_never_names_the_instructors_folders():
+    found = names_in_imports(ROOT, INSTRUCTOR_FOLDERS)
+    assert not found, "\n".join(found)
+
+
+def _copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "course_lib"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_a_deliberate_back_import_fails_each_rule(tmp_path):
+    """The rules are not vacuous: one added line breaks each of them."""
+    copy = _copy(tmp_path)
+    plan = copy / "sim" / "memory" / "formulas.py"
+    plan.write_text(plan.read_text() + "\nfrom ..step.schedules import pipeline_schedule  # a back-import\n")
+    dist = copy / "dist" / "wire.py"
+    dist.write_text(dist.read_text() + "\nfrom course_lib.grading.checks import ch02_ring  # a back-import\n")
+    policy = copy / "grading" / "sandbox" / "policy.py"
+    policy.write_text(policy.read_text() + "\nfrom course_lib.grading.attempt import cells  # a circle\n")
+    leak = copy / "grading" / "settings.py"
+    leak.write_text(leak.read_text() + '\nREGISTRY = "instructor/registry.py"\n')
+
+    assert any("sim/memory/formulas.py" in p and "sim/step" in p
+               for p in back_imports(copy, SIM_LAYERS, within="sim"))
+    assert any("dist/wire.py" in p and "grading/checks" in p for p in back_imports(copy, LAYERS))
+    cycles = folder_cycles(copy, LAYERS)
+    assert any("grading/sandbox" in cycle and "grading/attempt" in cycle for cycle in cycles)
+    assert any("settings.py" in p and "'instructor'" in p for p in names_in_imports(copy, INSTRUCTOR_FOLDERS))
