@@ -18,6 +18,7 @@ import traceback
 from dataclasses import dataclass
 
 from .plain import encode as plain_encode
+from .processes import mark_forked_child
 from .rank_outcome import RankRaised, RankReturned, to_wire
 
 
@@ -175,6 +176,7 @@ def run_child(job: ChildJob) -> None:
     """The body of rank ``job.rank``; ends the process with ``os._exit``."""
     exit_code = 1
     try:
+        mark_forked_child()
         try:
             os.setpgid(0, job.pgid)
         except OSError:

@@ -22,6 +22,20 @@ class ChildLimitError(RuntimeError):
     """A fresh child ran past its time limit or sent back more bytes than allowed."""
 
 
+_FORKED_CHILD = False
+
+
+def in_forked_child() -> bool:
+    """Whether this process is a rank or a fresh child forked by course_lib (where a check runs student
+    code, and may set process-wide guards it would never set in a notebook's kernel)."""
+    return _FORKED_CHILD
+
+
+def mark_forked_child() -> None:
+    global _FORKED_CHILD
+    _FORKED_CHILD = True
+
+
 def kill_and_reap(pids: Iterable[int], pgid: int = 0) -> None:
     """SIGKILL the process group ``pgid`` (when given) and then each pid, and wait for each pid.
 
@@ -66,6 +80,7 @@ def _read_all(read_fd: int, timeout: float, max_bytes: int) -> bytes:
 def _child_body(work: Callable[[], bytes], write_fd: int) -> None:
     """Runs in the child: never returns, so the parent's code (and its atexit hooks) never runs twice."""
     try:
+        mark_forked_child()
         payload = work()
         with os.fdopen(write_fd, "wb") as pipe:
             pipe.write(payload)

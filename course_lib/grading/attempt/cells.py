@@ -6,10 +6,13 @@ ring, chapter 08's capstone) all read cells through here, from a path or an alre
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+KEPT_STATEMENTS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                   ast.Assign, ast.AnnAssign)
 SOLUTION_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", re.MULTILINE)
 
 
@@ -61,3 +64,42 @@ def sources_by_id(notebook, grade_ids: Sequence[str], answers_only: bool = False
         raise KeyError(f"the notebook has no {'answer ' if answers_only else ''}cell with grade_id "
                        f"{', '.join(map(repr, missing))}; is it the right chapter's notebook?")
     return [found[grade_id] for grade_id in grade_ids]
+
+
+def _patches(node: ast.stmt) -> bool:
+    """An assignment to an attribute or item (torch.allclose = ..., module.check = ...): a monkeypatch."""
+    if isinstance(node, ast.Assign):
+        return any(not isinstance(target, ast.Name) for target in node.targets)
+    if isinstance(node, ast.AnnAssign):
+        return not isinstance(node.target, ast.Name)
+    return False
+
+
+def definitions_only(source: str) -> str:
+    """Top-level definitions of a cell; calls, prints, magics and loops are dropped."""
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    text = "\n".join(lines)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text  # executing it reports the syntax error to the student, as the kernel did
+    kept = [node for node in tree.body if isinstance(node, KEPT_STATEMENTS) and not _patches(node)]
+    return "\n".join(ast.get_source_segment(text, node) or "" for node in kept)
+
+
+def lesson_imports(notebook) -> str:
+    """The import lines of the lesson's own code cells (neither answers nor graded tests), in order: what
+    an answer may rely on without importing it, as it did in the notebook."""
+    lines = []
+    for cell in read_notebook(notebook).get("cells", []):
+        if cell.get("cell_type") != "code" or marks(cell).get("solution") or marks(cell).get("grade"):
+            continue
+        text = "\n".join(line for line in _source(cell).splitlines()
+                         if not line.lstrip().startswith(("%", "!")))   # magics are not Python
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        lines += [ast.get_source_segment(text, node) for node in tree.body
+                  if isinstance(node, (ast.Import, ast.ImportFrom))]
+    return "\n".join(dict.fromkeys(lines)) + ("\n" if lines else "")

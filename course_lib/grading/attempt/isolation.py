@@ -7,42 +7,19 @@ containers) through torch's weights-only loader, so a hostile result cannot run 
 
 from __future__ import annotations
 
-import ast
 import traceback
 
 from course_lib.dist.plain import decode, encode
 from course_lib.dist.processes import ChildLimitError, call_in_fresh_child
-from course_lib.grading.attempt.cells import marks
+from course_lib.grading.attempt.cells import definitions_only, marks
+from course_lib.grading.attempt.refusals import Refusal, check_not_refused
 from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
 
-KEPT_STATEMENTS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                   ast.Assign, ast.AnnAssign)
 MAX_RESULT_BYTES = 256 * 1024**2
 
 
 class IsolatedCallError(RuntimeError):
     """The student's function raised, died or hung in its isolated child process."""
-
-
-def _patches(node: ast.stmt) -> bool:
-    """An assignment to an attribute or item (torch.allclose = ..., module.check = ...): a monkeypatch."""
-    if isinstance(node, ast.Assign):
-        return any(not isinstance(target, ast.Name) for target in node.targets)
-    if isinstance(node, ast.AnnAssign):
-        return not isinstance(node.target, ast.Name)
-    return False
-
-
-def _definitions_only(source: str) -> str:
-    """Top-level definitions of a cell; calls, prints, magics and loops are dropped."""
-    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
-    text = "\n".join(lines)
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return text  # executing it reports the syntax error to the student, as the kernel did
-    kept = [node for node in tree.body if isinstance(node, KEPT_STATEMENTS) and not _patches(node)]
-    return "\n".join(ast.get_source_segment(text, node) or "" for node in kept)
 
 
 def solution_sources(notebook, context_cells: dict[str, str] | None = None) -> list[str]:
@@ -58,10 +35,10 @@ def solution_sources(notebook, context_cells: dict[str, str] | None = None) -> l
         if cell.get("cell_type") != "code":
             continue
         if meta.get("grade_id") in context_cells:
-            sources.append(_definitions_only(context_cells.pop(meta["grade_id"])))
+            sources.append(definitions_only(context_cells.pop(meta["grade_id"])))
         elif meta.get("solution"):
-            sources.append(_definitions_only(cell.get("source", "")))
-    return [_definitions_only(text) for text in context_cells.values()] + sources
+            sources.append(definitions_only(cell.get("source", "")))
+    return [definitions_only(text) for text in context_cells.values()] + sources
 
 
 def _call_all(student: StudentFunction, calls) -> bytes:
@@ -74,6 +51,7 @@ def _call_all(student: StudentFunction, calls) -> bytes:
     try:
         function = student.resolve()
         outcome = {"ok": True, "value": [function(*args) for args in calls]}
+        check_not_refused()
         try:
             return encode(outcome)
         except Exception as error:
@@ -84,17 +62,17 @@ def _call_all(student: StudentFunction, calls) -> bytes:
         return encode({"ok": False, "error": text, "traceback": traceback.format_exc()[-4000:]})
 
 
-def map_isolated(candidate, calls, name: str | None = None, timeout: float = 60.0) -> list:
+def map_isolated(candidate, calls, name: str | None = None, timeout: float = 60.0,
+                 refusal: Refusal | None = None) -> list:
     """The student's function called on each argument tuple in calls; results in order.
 
-    A plain function (the notebook's visible tests) is simply called. A StudentFunction built from
-    sources is resolved and called in one forked, sandboxed child. Raises IsolatedCallError with the
-    student's error text when the function raised, died, hung or returned something not plain data.
+    The function is resolved and called in one forked child (sandboxed under the judge), under its
+    exercise's refusal, whether it is a notebook's function or built from submitted sources. Raises
+    IsolatedCallError with the student's error text when the function raised, met a refusal, died, hung
+    or returned something not plain data.
     """
-    student = as_student_function(candidate, name)
+    student = as_student_function(candidate, name, refusal)
     calls = [tuple(args) for args in calls]
-    if student.function is not None:
-        return [student.function(*args) for args in calls]
     try:
         payload = call_in_fresh_child(lambda: _call_all(student, calls), timeout, MAX_RESULT_BYTES)
     except ChildLimitError as error:

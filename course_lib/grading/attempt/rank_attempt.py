@@ -7,11 +7,13 @@ a check words what went wrong, and ``RankRun`` what came back. The rank side ret
 
 from __future__ import annotations
 
+import functools
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from course_lib.dist import ForbiddenCallError, RankFailure, RanksHungError, run_ranks
+from course_lib.grading.attempt.refusals import RefusedCodeError, check_not_refused
 
 
 def student_frames(remote_traceback: str, keep_last: int = 12) -> str:
@@ -46,6 +48,7 @@ class FailureText:
     hung: str = ("{subject} did not finish on {world_size} ranks within {timeout:g} s (a deadlock: does "
                  "every rank make the same collective calls in the same order?), so the test stopped it.")
     forbidden: str = "{subject} made a call this part forbids: {summary}"
+    refused: str = "{summary}"
     not_written: str = "{subject} is not written yet (it raises NotImplementedError)"
     raised: str = "{subject} raised on {world_size} ranks: {summary}"
     # No exception at all: the rank's process itself ended (a signal, the memory limit's kill, os._exit).
@@ -56,7 +59,7 @@ class FailureText:
     frames: Callable[[str], str] = field(default=student_frames)
 
     def lead(self, error: RankFailure, **words) -> str:
-        template = {ForbiddenCallError.__name__: self.forbidden,
+        template = {ForbiddenCallError.__name__: self.forbidden, RefusedCodeError.__name__: self.refused,
                     NotImplementedError.__name__: self.not_written,
                     MemoryError.__name__: self.out_of_memory,
                     None: self.died}.get(error.exc_type, self.raised)
@@ -87,6 +90,17 @@ class RankRun:
                 for index in range(len(self.cases))]
 
 
+def watched(rank_fn):
+    """``rank_fn`` whose rank also fails when the student's code met a refusal it then caught."""
+    @functools.wraps(rank_fn)
+    def rank(*args, **kwargs):
+        result = rank_fn(*args, **kwargs)
+        check_not_refused()
+        return result
+
+    return rank
+
+
 def run_on_ranks(rank_fn, world_size: int, *args, text: FailureText, timeout: float, cases=(),
                  seed: int = 0) -> RankRun:
     """``run_ranks(rank_fn, world_size, *args)`` with student code inside, read as plain data only.
@@ -96,13 +110,14 @@ def run_on_ranks(rank_fn, world_size: int, *args, text: FailureText, timeout: fl
     done = RankRun(world_size, cases=tuple(cases), seed=seed)
     words = {"subject": text.subject, "world_size": world_size, "timeout": timeout}
     try:
-        per_rank = run_ranks(rank_fn, world_size, *args, timeout=timeout, plain_results=True)
+        per_rank = run_ranks(watched(rank_fn), world_size, *args, timeout=timeout, plain_results=True)
     except RanksHungError as error:
         return replace(done, hung=True, error=f"{text.hung.format(**words)}\n{error}")
     except RankFailure as error:
         lead = text.lead(error, world_size=world_size, timeout=timeout)
         frames = text.frames(error.remote_traceback)
-        return replace(done, forbidden=error.exc_type == ForbiddenCallError.__name__,
+        refused = error.exc_type in (ForbiddenCallError.__name__, RefusedCodeError.__name__)
+        return replace(done, forbidden=refused,
                        error=f"{lead}\n--- rank {error.rank} ---\n{frames}")
     except Exception as error:  # noqa: BLE001 - a check must report, whatever went wrong
         reason = traceback.format_exception_only(error)[-1]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 
+from course_lib.grading.attempt.cells import lesson_imports
 from course_lib.grading.autograder import class_files, preflight, report, scoring, submissions
 from course_lib.grading.autograder.judge import isolated_sources, load_registry, run_judge
 from course_lib.grading.sandbox import uid_lease
@@ -146,7 +147,7 @@ def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, s
                    if run.recheck else {})
         judge_dir = Path(tempfile.mkdtemp(prefix=f"judge-{name}-", dir=result.course_dir))
         verdicts[name] = run_judge(run.registry, run.hidden_checks, setup.assignment, sources, policy,
-                                   judge_dir, run.judge_timeout)
+                                   judge_dir, run.judge_timeout, lesson_imports(release))
     return scoring.Outcome(submission, result.course_dir, result.ok, result.log, result.seconds, notebooks,
                            verdicts)
 

@@ -16,6 +16,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_lib.grading.attempt.refusals import LESSON_IMPORTS
 from course_lib.grading.sandbox.policy import POLICY_ENV, SandboxPolicy
 from course_lib.grading.sandbox.worker import run_tracked
 from course_lib.grading.settings import HIDDEN_CHECKS_ENV
@@ -49,12 +50,13 @@ def load_registry(path: Path) -> dict[tuple[str, str], IsolatedCheck]:
     return module.CHECKS
 
 
-def _run_check(entry: IsolatedCheck, sources: list[str]):
+def _run_check(entry: IsolatedCheck, sources: list[str], prelude: str):
     from course_lib.grading.attempt.hidden_checks import resolve_check
     from course_lib.grading.attempt.student_function import StudentFunction
 
     check = resolve_check(entry.check)
-    students = [StudentFunction(name=name, sources=tuple(sources)) for name in entry.functions]
+    students = [StudentFunction(name=name, sources=tuple(sources), prelude=prelude)
+                for name in entry.functions]
     check(*students, **entry.kwargs)
 
 
@@ -62,12 +64,15 @@ def judge_main(request_file: str, result_file: str) -> None:
     request = json.loads(Path(request_file).read_text())
     os.environ[HIDDEN_CHECKS_ENV] = os.pathsep.join(request["hidden_checks"])
     registry = load_registry(Path(request["registry"]))
+    prelude = request.get("prelude", "")
+    # the lesson's imports, once here: every child forked for a check then finds them already imported
+    exec(compile(prelude, LESSON_IMPORTS, "exec"), {"__name__": "lesson_imports"})
     os.environ[POLICY_ENV] = request["policy"]  # children of this process cage themselves with it
     verdicts = {}
     for grade_id in request["grade_ids"]:
         entry = registry[(request["assignment"], grade_id)]
         try:
-            _run_check(entry, request["sources"][grade_id])
+            _run_check(entry, request["sources"][grade_id], prelude)
             verdicts[grade_id] = {"passed": True, "message": ""}
         except Exception as error:
             message = "".join(traceback.format_exception_only(type(error), error)).strip()
@@ -83,7 +88,7 @@ BOOTSTRAP = ("import sys; from course_lib.grading.autograder.judge import judge_
 
 def run_judge(registry: Path, hidden_checks, assignment: str,
               sources: dict[str, list[str]], policy: SandboxPolicy, scratch: Path,
-              timeout: float) -> dict[str, Verdict]:
+              timeout: float, prelude: str = "") -> dict[str, Verdict]:
     """Verdicts per test grade_id; a judge that crashes or hangs fails every check it had not written."""
     if not sources:
         return {}
@@ -91,7 +96,7 @@ def run_judge(registry: Path, hidden_checks, assignment: str,
     result = scratch / "judge-result.json"
     request.write_text(json.dumps({"registry": str(registry),
                                    "hidden_checks": [str(folder) for folder in hidden_checks],
-                                   "assignment": assignment, "sources": sources,
+                                   "assignment": assignment, "sources": sources, "prelude": prelude,
                                    "grade_ids": sorted(sources), "policy": policy.to_json()}))
     os.chmod(request, 0o600)
     command = [sys.executable, "-I", "-c", BOOTSTRAP, str(request), str(result)]

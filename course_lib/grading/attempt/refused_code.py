@@ -1,0 +1,154 @@
+"""What an exercise's refusal refuses, worked out once: the files of refused modules, the code objects of
+refused functions and classes (to recognise a copy), and the paths of the Python library and the checks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import sysconfig
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import course_lib
+from course_lib.dist.errors import ForbiddenCallError
+
+COURSE = str(Path(course_lib.__file__).resolve().parent)
+# course_lib files the student's code legitimately runs: the model a check hands it, the recorder that
+# stands in for torch.distributed's calls, and this machinery itself.
+ALWAYS_ALLOWED = ("models.py", "dist/traffic_log.py", "dist/errors.py", "grading/attempt/")
+COURSE_WHY = ("the answer may not use course_lib, the course's own code: the checks call your code, and "
+              "your code never needs the course's")
+LESSON_IMPORTS = "<lesson imports>"      # the file name the release's own import lines run under
+STUDENT_FILES = ("<student cells>", "<your notebook's answer cells>")   # what answers are compiled as
+
+
+class RefusedCodeError(ForbiddenCallError):
+    """The student's code ran something the exercise refuses (course_lib, or torch's own implementation)."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """What an exercise's answer may not run, beyond all of course_lib, and why."""
+
+    exercise: str                        # how feedback names the answer, e.g. "your DDP"
+    modules: tuple[str, ...] = ()        # torch modules (and their sub-modules) the answer may not run
+    functions: tuple[str, ...] = ()      # single functions or classes, e.g. "torch.autograd.grad"
+    why: str = "the exercise is to write it yourself"
+    allowed: tuple[str, ...] = ()        # course_lib files (under course_lib/) the check hands the answer
+
+    def message(self, what: str, origin: str) -> str:
+        reason = (COURSE_WHY if origin == "course_lib"
+                  else f"it is PyTorch's own implementation ({origin}): {self.why}")
+        return f"{self.exercise} ran {what}, which this exercise refuses: {reason}"
+
+
+COURSE_ONLY = Refusal("your answer")    # what every exercise refuses at least
+
+
+@dataclass
+class Armed:
+    """An exercise's refusal worked out: what is refused, and the caches of the watch over what runs."""
+
+    refusal: Refusal
+    refused_files: dict[str, str]        # file -> where it comes from ("course_lib", "torch.nn.parallel")
+    refused_codes: dict                  # code object (compared by content) -> (name, origin)
+    library: tuple[str, ...]             # path prefixes of the Python installation (stdlib, site-packages)
+    trusted: tuple[str, ...]             # folders of the instructor's hidden checks: the checks' own code
+    student_globals: set[int] = field(default_factory=set)   # ids of the student's namespaces
+    kinds: dict[str, str] = field(default_factory=dict)      # file -> library|generated|course|student
+    labels: dict[int, tuple] = field(default_factory=dict)   # id(code) -> (code, (name, origin) or None)
+    refused: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.original_ids = {id(code) for code in self.refused_codes}
+        # a copy renamed (code.replace(co_name=..., co_filename=...)) keeps its instructions and names
+        self.fingerprints = {fingerprint(code): label for code, label in self.refused_codes.items()
+                             if len(code.co_code) >= MIN_FINGERPRINT_BYTES}
+
+
+MIN_FINGERPRINT_BYTES = 32   # shorter bodies (return self.x) are too common to prove a copy
+
+
+def fingerprint(code: types.CodeType) -> tuple:
+    return code.co_code, code.co_names, code.co_argcount
+
+
+def _module_files(module: types.ModuleType) -> list[str]:
+    if hasattr(module, "__path__"):     # a package: every Python file under it
+        return [str(p.resolve()) for folder in module.__path__ for p in Path(folder).rglob("*.py")]
+    return [str(Path(module.__file__).resolve())] if getattr(module, "__file__", None) else []
+
+
+def _codes_of(value, seen: set, into: dict, label: tuple) -> None:
+    """Every code object a function or class holds (methods, nested functions), into ``into``; code
+    generated at run time (a NamedTuple's __new__, a dataclass's __init__) is nobody's to copy."""
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, types.CodeType):
+        if value.co_filename.startswith("<") or not Path(value.co_filename).is_file():
+            return
+        into[value] = label
+        for const in value.co_consts:
+            _codes_of(const, seen, into, label) if isinstance(const, types.CodeType) else None
+    elif isinstance(value, types.FunctionType):
+        _codes_of(value.__code__, seen, into, label)
+    elif isinstance(value, (staticmethod, classmethod)):
+        _codes_of(value.__func__, seen, into, label)
+    elif isinstance(value, property):
+        for part in (value.fget, value.fset):
+            _codes_of(part, seen, into, label) if part is not None else None
+    elif isinstance(value, type):
+        for member in vars(value).values():
+            _codes_of(member, seen, into, label)
+
+
+def _defined_here(module: types.ModuleType, into: dict, seen: set, origin: str) -> None:
+    for value in list(vars(module).values()):
+        if getattr(value, "__module__", None) == module.__name__:
+            _codes_of(value, seen, into, (f"{module.__name__}.{getattr(value, '__qualname__', '?')}", origin))
+
+
+def _import_object(dotted: str):
+    """``torch.autograd.grad`` -> the object: the longest importable module, then attributes."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        try:
+            value = importlib.import_module(".".join(parts[:end]))
+        except ImportError:
+            continue
+        for attribute in parts[end:]:
+            value = getattr(value, attribute)
+        return value
+    raise ValueError(f"a refusal names {dotted!r}, which does not import")
+
+
+def course_refused(path: str, allowed: tuple[str, ...]) -> bool:
+    return path.startswith(COURSE + "/") and not path[len(COURSE) + 1:].startswith(allowed)
+
+
+def work_out(refusal: Refusal, trusted_folders) -> Armed:
+    files: dict[str, str] = {}
+    codes: dict = {}
+    seen: set = set()
+    for name in refusal.modules:
+        module = importlib.import_module(name)   # its own code runs now, not under the watch
+        for sub_name, sub in list(sys.modules.items()):
+            if sub_name == name or sub_name.startswith(name + "."):
+                files.update(dict.fromkeys(_module_files(sub), name))
+                _defined_here(sub, codes, seen, name)
+    for dotted in refusal.functions:
+        _codes_of(_import_object(dotted), seen, codes, (dotted, dotted.rsplit(".", 1)[0]))
+    allowed = ALWAYS_ALLOWED + refusal.allowed
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name.startswith("course_lib.") and path and course_refused(str(Path(path).resolve()), allowed):
+            _defined_here(module, codes, seen, "course_lib")
+    library = tuple(str(Path(sysconfig.get_paths()[key]).resolve()) + "/"
+                    for key in ("stdlib", "platstdlib", "purelib", "platlib"))
+    trusted = tuple(str(Path(folder).resolve()) + "/" for folder in trusted_folders)
+    return Armed(refusal, files, codes, library, trusted)
+
+

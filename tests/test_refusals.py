@@ -1,0 +1,129 @@
+"""An exercise's refusal holds whatever path reaches the refused code, in the child that runs the answer:
+import, importlib, __import__, sys.modules, attribute chains, copied function and code objects, code run
+at definition time, a subclass or partial of a refused class or function, a refusal caught and ignored,
+the watch switched off. A natural answer, and the checks' own use of the refused code, pass."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import course_lib.sim  # noqa: F401 - loaded, as it is wherever a chapter's checks run
+from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
+from course_lib.grading.attempt.refusals import Refusal
+from course_lib.grading.attempt.student_function import StudentFunction
+
+SCHEDULE = Refusal("one_f_one_b", why="the exercise is to write the schedule yourself")
+DDP_REFUSAL = Refusal("your DDP", modules=("torch.nn.parallel.distributed",),
+                      functions=("torch.autograd.grad",), why="the exercise is to write DDP yourself")
+
+
+def _answer(source: str, name: str = "answer", refusal: Refusal = SCHEDULE, prelude: str = ""):
+    student = StudentFunction(name=name, sources=(source,), refusal=refusal, prelude=prelude)
+    return map_isolated(student, [(4, 8)], timeout=60)[0]
+
+
+def _refused(source: str, match: str = "refuses", **kwargs) -> str:
+    with pytest.raises(IsolatedCallError, match=match) as raised:
+        _answer(source, **kwargs)
+    return str(raised.value)
+
+
+def test_a_natural_answer_passes():
+    assert _answer("def answer(stages, microbatches):\n    return [[('F', m) for m in range(microbatches)]"
+                   " for _ in range(stages)]\n") == [[("F", m) for m in range(8)] for _ in range(4)]
+
+
+@pytest.mark.parametrize("source", [
+    "from course_lib.sim import pipeline_schedule\n"
+    "def answer(s, m):\n    return pipeline_schedule('1f1b', s, m).ops\n",
+    "import importlib\n"
+    "def answer(s, m):\n    return importlib.import_module('course_lib.sim').pipeline_schedule('1f1b', s, m)\n",
+    "def answer(s, m):\n    return __import__('course_lib.sim').sim.pipeline_schedule('1f1b', s, m)\n",
+])
+def test_importing_course_lib_is_refused(source):
+    assert "course_lib" in _refused(source)
+
+
+def test_sys_modules_and_attribute_chains_are_refused():
+    source = ("import sys\n"
+              "def answer(s, m):\n"
+              "    sim = sys.modules['course_lib.sim']\n"
+              "    return [list(stage) for stage in sim.step.schedules.pipeline_schedule('1f1b', s, m).ops]\n")
+    assert "pipeline_schedule from course_lib" in _refused(source)
+
+
+def test_copied_function_and_code_objects_are_refused():
+    copy = ("import sys, types\n"
+            "_original = sys.modules['course_lib.sim'].pipeline_schedule\n"
+            "answer = types.FunctionType(_original.__code__, _original.__globals__)\n")
+    assert "course_lib" in _refused(copy)
+    renamed = ("import sys, types\n"
+               "_original = sys.modules['course_lib.sim'].pipeline_schedule\n"
+               "_code = _original.__code__.replace(co_filename='mine.py', co_name='answer')\n"
+               "answer = types.FunctionType(_code, _original.__globals__)\n")
+    assert "a copy of" in _refused(renamed)
+
+
+def test_work_done_at_definition_time_is_refused():
+    source = ("import sys\n"
+              "TABLE = sys.modules['course_lib.sim'].pipeline_schedule('1f1b', 4, 8)\n"
+              "def answer(s, m):\n    return 0\n")
+    assert "course_lib" in _refused(source)
+
+
+def test_a_caught_refusal_still_fails_and_so_does_switching_the_watch_off():
+    caught = ("import sys\n"
+              "def answer(s, m):\n"
+              "    try:\n        sys.modules['course_lib.sim'].pipeline_schedule('1f1b', s, m)\n"
+              "    except Exception:\n        pass\n"
+              "    return 1\n")
+    assert "course_lib" in _refused(caught)
+    off = "import sys\ndef answer(s, m):\n    sys.settrace(None)\n    return 1\n"
+    assert "switched off" in _refused(off, match="switched off")
+
+
+def test_torch_modules_and_functions_a_refusal_names_are_refused_by_any_path():
+    subclass = ("from torch.nn.parallel import DistributedDataParallel\n"
+                "class answer(DistributedDataParallel):\n    pass\n")
+    assert "torch.nn.parallel.distributed" in _refused(subclass, refusal=DDP_REFUSAL)
+    partial = ("import functools, torch\n"
+               "answer = functools.partial(torch.autograd.grad)\n")
+    assert "torch.autograd.grad" in _refused(partial, refusal=DDP_REFUSAL)
+    through_backward = ("import torch\n"
+                        "def answer(s, m):\n"
+                        "    x = torch.ones(2, requires_grad=True)\n"
+                        "    return torch.autograd.grad((x * x).sum(), x)[0].tolist()\n")
+    assert "torch.autograd.grad" in _refused(through_backward, refusal=DDP_REFUSAL)
+
+
+def test_the_lessons_own_imports_are_there_and_do_not_count_as_the_answers():
+    source = "def answer(s, m):\n    return [nn.Linear(2, 2).in_features, F.relu(torch.tensor(-1.0)).item()]\n"
+    prelude = "from torch import nn\nimport torch.nn.functional as F\nfrom course_lib.sim import Link\n"
+    assert _answer(source, prelude=prelude) == [2, 0.0]
+    uses_lesson_import = "def answer(s, m):\n    return Link(1e-6, 1e9).latency\n"
+    assert "course_lib" in _refused(uses_lesson_import, prelude=prelude)
+
+
+def test_the_checks_own_use_of_refused_code_is_not_the_students(monkeypatch):
+    from course_lib.dist import run_ranks
+    from course_lib.grading.attempt.rank_attempt import FailureText, run_on_ranks
+    from course_lib.grading.settings import HIDDEN_CHECKS_ENV
+
+    # this file plays a hidden check: its folder is where the grading run's checks are
+    monkeypatch.setenv(HIDDEN_CHECKS_ENV, os.pathsep.join([str(Path(__file__).parent)]))
+    run = run_on_ranks(_rank_uses_ddp_itself, 1, StudentFunction("answer", sources=(
+        "def answer(x):\n    return x + 1\n",), refusal=DDP_REFUSAL), text=FailureText("answer"), timeout=60)
+    assert run.error is None and run.per_rank == (3,)
+    assert run_ranks is not None
+
+
+def _rank_uses_ddp_itself(rank, world_size, student):
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    answer = student.resolve()
+    DistributedDataParallel(nn.Linear(2, 2))   # the check's own reference, after the refusal is armed
+    return answer(2)
