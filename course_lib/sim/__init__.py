@@ -60,6 +60,7 @@ from .search.published import (
     simulate_published,
 )
 from .search.search import format_layouts, search_layouts
+from .step.expert_layer import expert_layer_timeline
 from .step.memory_plan import memory_per_device
 from .step.schedules import Schedule, bubble_fraction_formula, pipeline_schedule, simulate_pipeline
 from .step.step_report import StepReport
@@ -79,5 +80,5 @@ __all__ = [
     "zero_memory_per_device", "zero_traffic_per_device", "ALGORITHM_OPS", "GroupLink", "format_layouts",
     "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published", "Span", "H800", "MoESpec",
     "DEEPSEEK_V3", "mla_attention_params", "ExpertTraffic", "expert_traffic", "expert_all_to_all_time",
-    "DEEPSEEK_V3_RUN", "gpu_hours_per_trillion_tokens", "mfu_from_gpu_hours",
+    "DEEPSEEK_V3_RUN", "gpu_hours_per_trillion_tokens", "mfu_from_gpu_hours", "expert_layer_timeline",
 ]

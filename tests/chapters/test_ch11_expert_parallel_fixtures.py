@@ -94,7 +94,8 @@ def test_the_solution_earns_full_marks():
 def test_each_wrong_submission_loses_exactly_its_points(fixture):
     points, messages = earned_points([(FIXTURES / f"{fixture}.py").read_text()])
     assert points == EXPECTED["fixtures"][fixture], (
-        f"{fixture} ({EXPECTED['why'][fixture]}) earned {points}; failures:\n" + "\n\n".join(messages.values()))
+        f"{fixture} ({EXPECTED['why'][fixture]}) earned {points}; failures:\n"
+        + "\n\n".join(messages.values()))
     for grade_id, message in messages.items():
         assert "hidden test seed" in message, (grade_id, message)
     for grade_id, words in MESSAGES[fixture].items():

@@ -38,9 +38,11 @@ def test_an_moe_layer_stores_all_experts_and_runs_k_plus_shared():
     assert SMALL.attention_core_flops(1) == 4 * SMALL.seq_len * SMALL.hidden
 
 
-@pytest.mark.parametrize("fields, message", [(dict(active_experts=20), "cannot exceed"),
-                                             (dict(dense_layers=4), "at least one"),
-                                             (dict(experts=0), "experts"), (dict(expert_ffn=0), "expert_ffn")])
+BAD_SHAPES = [(dict(active_experts=20), "cannot exceed"), (dict(dense_layers=4), "at least one"),
+              (dict(experts=0), "experts"), (dict(expert_ffn=0), "expert_ffn")]
+
+
+@pytest.mark.parametrize("fields, message", BAD_SHAPES)
 def test_bad_moe_shapes_are_refused(fields, message):
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(SMALL, **fields)
@@ -75,7 +77,8 @@ def test_node_limited_dispatch_sends_each_token_once_per_node():
 
 def test_ep_must_fit_the_layout():
     for options, message in [(dict(dp=8, ep=3), "divide dp"), (dict(dp=8, ep=8, tp=1), None),
-                             (dict(dp=4, tp=2, ep=2), "tp=1"), (dict(dp=8, ep=8, expert_imbalance=9), "between")]:
+                             (dict(dp=4, tp=2, ep=2), "tp=1"),
+                             (dict(dp=8, ep=8, expert_imbalance=9), "between")]:
         world = options.get("dp", 1) * options.get("tp", 1)
         if message is None:
             make_config(SMALL, world, **options)
@@ -155,7 +158,23 @@ def test_deepseek_v3_comes_within_20_to_35_percent_of_its_gpu_hours_still_optimi
 
 
 def test_the_deepseek_split_is_the_most_even_one():
-    runs = {split: sim.simulate_published(dataclasses.replace(RUN, layout=dict(RUN.layout, stage_layers=split)))
+    runs = {split: sim.simulate_published(dataclasses.replace(RUN, layout=dict(RUN.layout,
+                                                                             stage_layers=split)))
             for split in (RUN.layout["stage_layers"], None, (4,) * 14 + (3, 2), (4,) * 13 + (3, 3, 3))}
     best = min(runs, key=lambda split: runs[split].step_time)
     assert best == RUN.layout["stage_layers"]
+
+
+def test_the_layer_timeline_waits_for_the_busiest_rank():
+    link = sim.Link(latency=1e-4, bandwidth=1e9)
+    balanced = [[10, 10], [10, 10]]
+    skewed = [[18, 2], [18, 2]]                 # rank 0's experts get 36 rows, rank 1's 4
+    fast = sim.expert_layer_timeline(balanced, 64, 1e6, 1e9, link)
+    slow = sim.expert_layer_timeline(skewed, 64, 1e6, 1e9, link)
+    # forward 1x and backward 2x the experts' work, each waiting for the busiest rank: 3 x 36 ms against
+    # 3 x 20 ms; and each of the 4 all-to-alls now waits for rank 1's 18 rows to rank 0 (10 before)
+    assert slow.makespan - fast.makespan == pytest.approx(3 * (36 - 20) * 1e-3 + 4 * 8 * 64 * 4 / 1e9)
+    busy = [sum(e.end - e.start for e in slow.events(r) if e.kind == "compute") for r in range(2)]
+    assert busy[0] == pytest.approx(3 * 36e-3) and busy[1] == pytest.approx(3 * 4e-3)
+    with pytest.raises(ValueError, match="N x N"):
+        sim.expert_layer_timeline([[1, 2]], 64, 1e6, 1e9, link)
