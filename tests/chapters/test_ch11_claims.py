@@ -1,7 +1,9 @@
 """What chapter 11's prose says about its numbers, asserted (the cells compute and print the same numbers)."""
 
 import dataclasses
+import importlib
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -99,3 +101,20 @@ def test_nvlink_forwards_3_2_experts_per_infiniband_copy():
     preset = sim.H800
     assert round(preset.intra_node.bandwidth / preset.inter_node.bandwidth, 1) == 3.2
     assert 8 / 4 < 3.2                                               # 8 experts over 4 nodes: 2 per node
+
+
+def test_torch_ships_no_cpu_kernel_for_the_symmetric_memory_token_shuffle():
+    import torch.distributed._symmetric_memory  # noqa: F401 - registers the operator's schema
+
+    name = "symm_mem::all_to_all_vdev_2d"
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "Meta")
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")
+
+
+def test_the_only_expert_parallel_code_in_torch_is_a_test_helper_that_gathers_every_token():
+    source = (Path(torch.__file__).parent / "testing" / "_internal" / "distributed" / "_tensor"
+              / "common_dtensor.py").read_text().splitlines()
+    assert source[298].startswith("class ExpertParallel(ParallelStyle)")      # line 299
+    assert "all-gather tokens so every rank sees all tokens" in " ".join(source[299:305])
+    with pytest.raises(ImportError, match="expecttest"):
+        importlib.import_module("torch.testing._internal.distributed._tensor.common_dtensor")
