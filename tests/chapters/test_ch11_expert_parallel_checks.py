@@ -6,11 +6,11 @@ import dataclasses
 import pytest
 import torch
 
+from course_lib.examples.one_process_moe import gate_matrix
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.checks.ch11_expert_parallel import REFUSAL, student_of, visible_cases
 from course_lib.grading.checks.ch11_expert_parallel_judge import (
-    gate_matrix,
     reference,
     routed_rows,
     run_problem,

@@ -42,8 +42,8 @@ MESSAGES = {
     "shortcut_functional_all_to_all": {cell: "all_to_all_single_autograd from "
                                              "torch.distributed._functional_collectives, which this exercise "
                                              "refuses" for cell in TEST_CELLS},
-    "shortcut_course_gates": {cell: "which this exercise refuses: the answer may not use course_lib"
-                              for cell in TEST_CELLS},
+    "shortcut_course_gates": {cell: "ran gate_matrix from course_lib, which this exercise refuses: the "
+                                    "answer may not use course_lib" for cell in TEST_CELLS},
 }
 
 

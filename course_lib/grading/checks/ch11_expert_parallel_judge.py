@@ -1,36 +1,21 @@
 """Judging chapter 11's exercise: the one-process MoE every rank's result must equal, and the traffic allowed.
 
-The reference is the MoE written densely (every expert on every token, weighted by a gate matrix that is
-zero outside each token's top k), in float64, on the same data the ranks rebuilt; nothing here dispatches.
+The reference is examples/one_process_moe.py's dense MoE, in float64, on the same data the ranks rebuilt;
+nothing here dispatches.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 
 import torch
 
+from course_lib.examples.one_process_moe import dense_moe, gate_matrix
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch11_expert_parallel_ranks import DTYPES, MoECase, case_data
 
 TOLERANCE = {"float32": 2e-4, "float64": 1e-9}
 COUNT_BYTES = 8       # an int64 count: the most a count exchange may send per expert
-
-
-def gate_matrix(logits: torch.Tensor, k: int, offsets: list, capacity_factor: float | None) -> torch.Tensor:
-    """(tokens, experts): softmax over each token's top-k logits, zero elsewhere; with a capacity factor,
-    each rank's block keeps per expert only its first floor(cf·T·k/E) tokens in token order."""
-    top, chosen = logits.topk(k, dim=-1)
-    gates = torch.zeros_like(logits).scatter(1, chosen, torch.softmax(top, dim=-1))
-    if capacity_factor is None:
-        return gates
-    routed = torch.zeros_like(logits, dtype=torch.long).scatter(1, chosen, 1)
-    kept = torch.zeros_like(routed, dtype=torch.bool)
-    for start, end in zip(offsets, offsets[1:], strict=False):
-        capacity = math.floor(capacity_factor * (end - start) * k / logits.shape[1])
-        kept[start:end] = (routed[start:end].cumsum(0) <= capacity) & (routed[start:end] == 1)
-    return gates * kept
 
 
 @contextlib.contextmanager
@@ -56,7 +41,7 @@ def _reference(case: MoECase, seed: int) -> dict:
     logits = data.logits.double().requires_grad_(True)
     experts = [expert.double() for expert in data.experts]
     gates = gate_matrix(logits, case.k, data.offsets, case.capacity_factor)
-    out = sum(gates[:, e:e + 1] * expert(tokens) for e, expert in enumerate(experts))
+    out = dense_moe(tokens, gates, experts)
     (out * data.upstream.double()).sum().backward()
     return {"data": data, "out": out.detach(), "tokens_grad": tokens.grad, "logits_grad": logits.grad,
             "expert_grads": [{n: p.grad for n, p in expert.named_parameters()} for expert in experts],
