@@ -13,6 +13,8 @@ import nbformat
 import pytest
 
 from course_lib.grading import instructor_checks
+from course_lib.grading.attempt.cells import lesson_imports
+from course_lib.grading.attempt.refusals import LESSON_IMPORTS
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.autograder.fixtures import solution_sources
 
@@ -22,6 +24,11 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "autograde_tests" / "fixtures" / "expert_parallel"
 EXPECTED = json.loads((FIXTURES / "expected_scores.json").read_text())
 SOLUTION = ROOT / "solutions" / "11_expert_parallel" / "11_expert_parallel.ipynb"
+RELEASE = ROOT / "notebooks" / "11_expert_parallel" / "11_expert_parallel.ipynb"
+# Answer cells run after the lesson's own import lines, as the judge runs them (the solution uses F); like
+# the judge, import them once here, so that every forked rank finds them imported.
+PRELUDE = lesson_imports(nbformat.read(str(RELEASE), as_version=4))
+exec(compile(PRELUDE, LESSON_IMPORTS, "exec"), {"__name__": "lesson_imports"})
 
 TEST_CELLS = {
     "test_expert_parallel_values": ch11.check_expert_parallel_values_hidden,
@@ -52,7 +59,7 @@ def earned_points(sources: list[str]) -> tuple[dict, dict]:
     points, messages = {}, {}
     for grade_id, check in TEST_CELLS.items():
         try:
-            check(StudentFunction("expert_parallel_forward", sources=sources))
+            check(StudentFunction("expert_parallel_forward", sources=sources, prelude=PRELUDE))
         except AssertionError as error:
             points[grade_id], messages[grade_id] = 0, str(error)
         else:
