@@ -39,7 +39,8 @@ TEST_CELLS = {
 # What the feedback of a fixture must say, per test cell it fails.
 MESSAGES = {
     "gates_not_renormalised": {"test_expert_parallel_values": "output differs from the one-process MoE"},
-    "combine_in_dispatch_order": {"test_expert_parallel_gradients": "tokens.grad differs"},
+    "combine_in_dispatch_order": {"test_expert_parallel_values": "output differs from the one-process MoE",
+                                  "test_expert_parallel_gradients": "differs from the one-process MoE"},
     "backward_not_reversed": {"test_expert_parallel_gradients": "Split sizes doesn't match",
                               "test_expert_parallel_traffic": "Split sizes doesn't match"},
     "counts_not_exchanged": {"test_expert_parallel_values": "Exchange the counts first"},
@@ -105,5 +106,5 @@ def test_each_wrong_submission_loses_exactly_its_points(fixture):
         + "\n\n".join(messages.values()))
     for grade_id, message in messages.items():
         assert "hidden test seed" in message, (grade_id, message)
-    for grade_id, words in MESSAGES[fixture].items():
-        assert words in messages[grade_id], (grade_id, messages[grade_id])
+    for grade_id, words in MESSAGES[fixture].items():   # a hang and a killed rank word it differently
+        assert words.lower() in messages[grade_id].lower(), (grade_id, messages[grade_id])
