@@ -60,24 +60,35 @@ def _students() -> dict[str, bool]:
     return {me: True}
 
 
-def students_python(shared_area: Path, students) -> str:
-    """The Python the students run nbgrader with: when any of them is another account, the course's
-    environment linked into the shared folder on an interpreter every account can run; else ours."""
-    if set(students) - {pwd.getpwuid(os.getuid()).pw_name}:
-        return str(site_venv(shared_area) / "bin" / "python")
+@pytest.fixture(scope="module")
+def students_venv():
+    """The course's environment linked into a folder every account can enter, on an interpreter every
+    account can run (made once for this module's tests: it is tens of thousands of links)."""
+    if not running_as_root():
+        yield None      # the students are this account, which runs this run's own Python
+        return
+    area = shared_folder("course-exchange-python-")
+    yield site_venv(area)
+    shutil.rmtree(area, ignore_errors=True)
+
+
+def students_python(students_venv: Path | None, students) -> str:
+    """The Python the students run nbgrader with: when any of them is another account, the shared
+    environment (this checkout's .venv may sit where they cannot enter); else this run's own."""
+    if students_venv is not None and set(students) - {pwd.getpwuid(os.getuid()).pw_name}:
+        return str(students_venv / "bin" / "python")
     return sys.executable
 
 
 @pytest.fixture
 def shared_area():
-    """A folder every user can enter (the exchange, the students' homes and their Python), removed
-    afterwards."""
+    """A folder every user can enter (the exchange and the students' homes), removed afterwards."""
     area = shared_folder("course-exchange-")
     yield area
     shutil.rmtree(area, ignore_errors=True)
 
 
-def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area):
+def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area, students_venv):
     course = probe_course.build(tmp_path / "course")
     shutil.copy(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
     (course / "grading").mkdir(mode=0o700)  # the gradebook's folder, as `make grade` makes it
@@ -86,7 +97,7 @@ def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area):
     _nbgrader(course, exchange, "release_assignment", "probe")
     solution = fixtures.solution_sources(nbformat.read(course / "solutions" / "probe" / "probe.ipynb", 4))
     students = _students()
-    student_python = students_python(shared_area, students)
+    student_python = students_python(students_venv, students)
     for student, answers in students.items():
         home = shared_area / f"home-{student}"
         home.mkdir()
@@ -117,13 +128,13 @@ def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area):
         assert f"{points}.0 / 3.0" in feedback[0].read_text(), f"{student}'s feedback shows another score"
 
 
-def test_another_account_runs_nbgrader_with_the_students_python(shared_area):
+def test_another_account_runs_nbgrader_with_the_students_python(shared_area, students_venv):
     """What the round trip's students need, checked on its own in a second (and in a clone inside a private
     folder by test_exchange_private_checkout.py, where this checkout's own .venv is out of their reach)."""
     if not running_as_root():
         pytest.skip("only as root do the students run as other accounts")
     nobody = pwd.getpwnam("nobody")
-    python = students_python(shared_area, ["nobody"])
+    python = students_python(students_venv, ["nobody"])
     run = subprocess.run([python, "-m", "nbgrader", "--version"], cwd=shared_area, user=nobody.pw_uid,
                          group=nobody.pw_gid, extra_groups=[], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, f"nobody cannot run nbgrader with {python}:\n{run.stderr[-2000:]}"
