@@ -3,6 +3,7 @@ accounts, and the course installed where every account can read it with its hub 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -30,28 +31,42 @@ def class_accounts():
         accounts.remove()
 
 
-@pytest.fixture
-def site_hub(local_slurm, class_accounts):  # noqa: F811
+@contextlib.contextmanager
+def hub_on_a_site_copy(accounts: ClassAccounts, **settings: str):
     """The course copied where every account can read it (as /opt/distributed-course), with its hub's
-    settings: free ports, state and exchange beside the copy, small server jobs that the hub checks on
-    every 2 s. The hub is not started; the test does, and the fixture always stops it."""
+    settings: free ports, state and exchange beside the copy, a hub that checks each server every 2 s,
+    and ``settings``. The hub is not started (the test does that); it is always stopped."""
     area = shared_folder("course-hub-")
     course = copy_checkout(area, for_everyone=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(local_slurm.env)
     ports = {name: str(free_port()) for name in ("PORT", "API_PORT", "PROXY_API_PORT", "GRADER_PORT")}
     env.update({f"COURSE_HUB_{name}": port for name, port in ports.items()})
     env.update(COURSE_HUB_DIR=str(area / "state"), COURSE_HUB_EXCHANGE=str(area / "exchange"),
-               COURSE_HUB_SPAWNER="slurm", COURSE_HUB_CPUS="1", COURSE_HUB_MEMORY="2G",
-               COURSE_HUB_TIME="30", COURSE_HUB_POLL_SECONDS="2", COURSE_HUB_START_TIMEOUT="120")
+               COURSE_HUB_POLL_SECONDS="2", COURSE_HUB_START_TIMEOUT="120", **settings)
     hub = CourseHub(course, env)
     try:
         yield hub
     finally:
         if (hub.state / "hub.pid").exists():
             hub.down()
-        keep_logs(hub, class_accounts)
+        keep_logs(hub, accounts)
         shutil.rmtree(area, ignore_errors=True)
+
+
+@pytest.fixture
+def site_hub(local_slurm, class_accounts):  # noqa: F811
+    """The hub with students' servers as small jobs on the local Slurm."""
+    slurm = {name: local_slurm.env[name] for name in ("SLURM_CONF", "COURSE_SLURM_DIR")}
+    with hub_on_a_site_copy(class_accounts, **slurm, COURSE_HUB_SPAWNER="slurm", COURSE_HUB_CPUS="1",
+                            COURSE_HUB_MEMORY="2G", COURSE_HUB_TIME="30") as hub:
+        yield hub
+
+
+@pytest.fixture
+def local_site_hub(class_accounts):
+    """The hub with students' servers as processes on this machine (where there is no Slurm)."""
+    with hub_on_a_site_copy(class_accounts, COURSE_HUB_SPAWNER="local") as hub:
+        yield hub
 
 
 def keep_logs(hub: CourseHub, accounts: ClassAccounts) -> None:

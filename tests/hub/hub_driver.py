@@ -71,6 +71,9 @@ class ClassAccounts:
     def home(self, name: str) -> Path:
         return Path(pwd.getpwnam(name).pw_dir)
 
+    def uid(self, name: str) -> int:
+        return pwd.getpwnam(name).pw_uid
+
     def remove(self) -> None:
         for name in self.students + self.instructors:
             run("userdel", "--remove", "--force", name)
@@ -149,3 +152,21 @@ class CourseHub:
                 raise TimeoutError(f"{what}: not within {timeout} s\n--- hub.log (tail)\n{self.log_tail()}")
             time.sleep(every)
         return value
+
+
+def logged_in(hub: CourseHub, user: str, password: str):
+    """A requests session logged in to the hub as ``user`` (its login form, with PAM behind it)."""
+    import requests
+
+    session = requests.Session()
+    session.get(f"{hub.url}/hub/login", timeout=60)
+    form = {"username": user, "password": password, "_xsrf": session.cookies.get("_xsrf")}
+    answer = session.post(f"{hub.url}/hub/login", data=form, allow_redirects=False, timeout=60)
+    assert answer.status_code == 302, f"{user} could not log in: {answer.status_code}\n{hub.log_tail()}"
+    return session
+
+
+def process_uid_and_environ(pid: int) -> tuple[int, dict[str, str]]:
+    proc = Path("/proc") / str(pid)
+    pairs = (proc / "environ").read_bytes().decode(errors="replace").split("\0")
+    return proc.stat().st_uid, dict(pair.split("=", 1) for pair in pairs if "=" in pair)
