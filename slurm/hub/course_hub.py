@@ -31,6 +31,19 @@ FILES_KEPT = ("Your files are kept where you saved them (in your home folder): s
               "from your last save.")
 
 
+def warn_if_home_is_open(spawner) -> None:
+    """Other students could read a home that others may enter (Debian's useradd makes them 0755): the
+    hub still starts the server, and says so in its log for the admin (docs/jupyterhub.md)."""
+    try:
+        home = pwd.getpwnam(spawner.user.name).pw_dir
+        mode = os.stat(home).st_mode
+    except (KeyError, OSError):
+        return
+    if mode & 0o077:
+        spawner.log.warning("home of %s (%s) is mode %o: other accounts may read the work in it; "
+                            "chmod 700 it", spawner.user.name, home, mode & 0o777)
+
+
 def unix_groups(username: str) -> set[str]:
     """Every Unix group the account belongs to, its primary group included."""
     entry = pwd.getpwnam(username)

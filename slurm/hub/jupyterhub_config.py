@@ -17,7 +17,13 @@ COURSE_DIR = HUB_DIR.parents[1]                     # the checkout: notebooks, s
 sys.path.insert(0, str(HUB_DIR))
 
 import batchspawner  # noqa: E402,F401  (registers the API a server in a job reports its port to)
-from course_hub import BATCH_SCRIPT, CourseAuthenticator, CourseLocalSpawner, CourseSlurmSpawner  # noqa: E402
+from course_hub import (  # noqa: E402
+    BATCH_SCRIPT,
+    CourseAuthenticator,
+    CourseLocalSpawner,
+    CourseSlurmSpawner,
+    warn_if_home_is_open,
+)
 from hub_settings import course_groups, course_id, grader_account, read_settings  # noqa: E402
 
 from course_lib.dist.slurm_jobs import slurm_environment, slurm_unavailable_reason  # noqa: E402
@@ -105,17 +111,19 @@ c.Spawner.default_url = "/lab"
 c.Spawner.environment = {**NBGRADER_ENV, **({"SLURM_CONF": SLURM_CONF} if SLURM_CONF else {})}
 
 
-def nbgrader_tabs(spawner):
+def before_a_server_starts(spawner):
     """nbgrader's extensions by role, as its documentation's table gives them: in everyone's own server,
     the Assignments tab and neither formgrader nor Create Assignment (those are formgrader's server's);
-    the Courses tab (a link to their formgrader) for instructors only. jupyter/ holds the three layers."""
+    the Courses tab (a link to their formgrader) for instructors only. jupyter/ holds the three layers.
+    And a word in the log if the user's home is open to other accounts."""
     groups = {group.name for group in spawner.user.groups}
     layers = ["users", ""] if INSTRUCTORS in groups else ["students", "users", ""]
     config_path = os.pathsep.join(str(HUB_DIR / "jupyter" / layer) for layer in layers)
     spawner.environment = {**spawner.environment, "JUPYTER_CONFIG_PATH": config_path}
+    warn_if_home_is_open(spawner)
 
 
-c.Spawner.pre_spawn_hook = nbgrader_tabs
+c.Spawner.pre_spawn_hook = before_a_server_starts
 c.Spawner.poll_interval = site.int_value("poll_seconds")
 c.Spawner.start_timeout = site.int_value("start_timeout")
 c.Spawner.http_timeout = site.int_value("start_timeout")

@@ -170,7 +170,8 @@ def test_nbgrader_tabs_by_role(tmp_path, monkeypatch, groups, courses_tab):
 
     config = load_hub_config(tmp_path)
     spawner = type("Spawner", (), {"environment": {}})()
-    spawner.user = type("User", (), {"groups": [type("Group", (), {"name": g})() for g in groups]})()
+    spawner.user = type("User", (), {"name": "no-such-account",
+                                     "groups": [type("Group", (), {"name": g})() for g in groups]})()
     config.Spawner.pre_spawn_hook(spawner)
     monkeypatch.setenv("JUPYTER_CONFIG_PATH", spawner.environment["JUPYTER_CONFIG_PATH"])
     disabled = set(get_page_config(jupyter_path("labextensions"), logger=None)["disabledExtensions"])
@@ -189,3 +190,19 @@ def test_auto_takes_slurm_when_a_controller_answers_and_local_processes_otherwis
         is course_hub.CourseLocalSpawner
     with pytest.raises(SystemExit, match="COURSE_HUB_SPAWNER=slurm, but no controller answers"):
         load_hub_config(tmp_path, COURSE_HUB_SPAWNER="slurm")
+
+
+def test_a_home_open_to_others_is_named_in_the_hub_log(tmp_path, monkeypatch):
+    warnings = []
+    spawner = type("Spawner", (), {})()
+    spawner.user = type("User", (), {"name": "ada"})()
+    warn = staticmethod(lambda text, *args: warnings.append(text % args))
+    spawner.log = type("Log", (), {"warning": warn})()
+    home = tmp_path / "ada"
+    home.mkdir(mode=0o755)
+    monkeypatch.setattr(course_hub.pwd, "getpwnam", lambda name: type("Entry", (), {"pw_dir": str(home)})())
+    course_hub.warn_if_home_is_open(spawner)
+    home.chmod(0o700)
+    course_hub.warn_if_home_is_open(spawner)
+    assert warnings == [f"home of ada ({home}) is mode 755: other accounts may read the work in it; "
+                        "chmod 700 it"]
