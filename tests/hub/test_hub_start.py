@@ -69,3 +69,19 @@ def test_start_refuses_a_course_other_accounts_cannot_run_and_changes_nothing(tm
     assert {name: group_exists(name) for name in GROUPS.values()} == groups_before
     assert stat.S_IMODE((course / "solutions").stat().st_mode) == solutions_mode
     assert not (tmp_path / "state").exists() and not (tmp_path / "exchange").exists()
+
+
+def test_start_names_the_proxy_when_it_is_missing(tmp_path):
+    if os.geteuid() != 0:
+        skip_or_fail("start.sh checks root first: run the tests as root (as CI does)")
+    tools = tmp_path / "bin"     # what start.sh needs before that check, and no configurable-http-proxy
+    tools.mkdir()
+    for tool in ("dirname", "id"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    env = dict(os.environ, PATH=str(tools), COURSE_HUB_DIR=str(tmp_path / "state"))
+    result = subprocess.run([shutil.which("bash"), str(HUB / "start.sh")], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode != 0
+    assert "configurable-http-proxy not found" in result.stderr, result.stderr
+    assert "npm install -g configurable-http-proxy@5.1.0" in result.stderr
+    assert not (tmp_path / "state").exists()
