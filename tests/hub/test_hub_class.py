@@ -291,7 +291,9 @@ def student_submits(c: Class) -> list[str]:
     expect(c.student.locator("#submitted_assignments_list .list_item", has_text=CHAPTER).first).to_be_visible(
         timeout=SLOW_UI_MS)
     submitted = [p.name for p in (c.hub.exchange / "inbound").iterdir()]
-    assert len(submitted) == 1 and submitted[0].startswith(f"{c.ada}+{CHAPTER}+"), submitted
+    # student+assignment+time+72 random bits: what keeps another student from naming it (no listing).
+    named = rf"{c.ada}\+{CHAPTER}\+[^+]+\+[\w-]{{12}}"
+    assert len(submitted) == 1 and re.fullmatch(named, submitted[0]), submitted
     c.steps.done("submitted from the Assignments tab")
     return submitted
 
