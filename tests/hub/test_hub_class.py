@@ -49,7 +49,7 @@ class Steps:
         self.last = now
 
     def report(self) -> str:
-        return "\n".join([*self.laps, f"{time.monotonic() - self.start:6.1f} s  in all"])
+        return f"{time.monotonic() - self.start:6.1f} s  in all"
 
 
 def release_cells() -> tuple[dict[str, int], dict[str, str], int, int]:
