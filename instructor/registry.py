@@ -18,6 +18,8 @@ CH07_OPTIMIZER = "ch07_optimizer:"
 CH07_FSDP = "ch07_fsdp:"
 CH02_PREDICT = "ch02_prediction:"
 CH08_CAPSTONE = "ch08_capstone:"
+CH11 = "ch11_expert_parallel:"
+EP = ("expert_parallel_forward",)
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -111,4 +113,12 @@ CHECKS = {
         CH02_PREDICT + "check_predict_hidden", ("predict_gloo_all_reduce",)),
     ("02_collectives", "test_predict_gloo_own_formula"): IsolatedCheck(
         CH02_PREDICT + "check_predict_own_formula", ("predict_gloo_all_reduce",)),
+    ("11_expert_parallel", "test_expert_parallel_values"): IsolatedCheck(
+        CH11 + "check_expert_parallel_values_hidden", EP),
+    ("11_expert_parallel", "test_expert_parallel_gradients"): IsolatedCheck(
+        CH11 + "check_expert_parallel_gradients_hidden", EP),
+    ("11_expert_parallel", "test_expert_parallel_traffic"): IsolatedCheck(
+        CH11 + "check_expert_parallel_traffic_hidden", EP),
+    ("11_expert_parallel", "test_expert_parallel_capacity"): IsolatedCheck(
+        CH11 + "check_expert_parallel_capacity_hidden", EP),
 }

@@ -94,6 +94,9 @@ CHAPTERS = (
     Chapter("07_zero_fsdp", "zero", "zero", run="zero_graded_class", answers="over_solution"),
     Chapter("08_nd_parallelism", "mesh", "mesh"),
     Chapter("08_nd_parallelism", "mesh", "capstone", answers="over_solution", student_prefix="capstone_"),
+    # Chapter 11 in a run of its own while it is new (the lead decides whether it joins the shared run):
+    # its lesson times real ranks and calibrates the machine.
+    Chapter("11_expert_parallel", "ep", "expert_parallel", run="ep_graded_class"),
 )
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import pickle
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 from .errors import ForbiddenCallError
+from .traffic_sizes import bytes_sent_to, call_bytes, tensor_bytes
 
 POINT_TO_POINT = ("send", "recv", "isend", "irecv", "batch_isend_irecv", "send_object_list",
                   "recv_object_list")
@@ -48,7 +48,8 @@ class TrafficEvent:
     ``nbytes`` follows the nccl-tests convention: the tensor for send/recv/all_reduce/broadcast/reduce,
     the whole gathered buffer for all_gather/gather, the whole input for reduce_scatter/scatter/
     all_to_all. Times are ``time.perf_counter()`` seconds, one clock shared by all ranks of a machine;
-    for non-blocking calls ``end`` is when ``wait()`` returned.
+    for non-blocking calls ``end`` is when ``wait()`` returned. ``sent_to`` (all-to-all calls only): the
+    bytes this rank sent to each rank of the group, in rank order, its own share included.
     """
 
     rank: int
@@ -57,6 +58,7 @@ class TrafficEvent:
     nbytes: int
     start: float
     end: float
+    sent_to: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -85,43 +87,6 @@ class TrafficLog:
 
     def ops(self) -> list[str]:
         return [event.op for event in self.events]
-
-
-def _tensor_bytes(value) -> int:
-    if hasattr(value, "element_size") and hasattr(value, "numel"):
-        return value.element_size() * value.numel()
-    if isinstance(value, (list, tuple)):
-        return sum(_tensor_bytes(item) for item in value)
-    return 0
-
-
-def _object_bytes(objects) -> int:
-    try:
-        return sum(len(pickle.dumps(item)) for item in objects or ())
-    except Exception:  # noqa: BLE001 - a size estimate must never break the student's call
-        return 0
-
-
-def _nbytes(op: str, args: tuple, kwargs: dict) -> int:
-    def argument(index: int, name: str):
-        return kwargs[name] if name in kwargs else (args[index] if len(args) > index else None)
-
-    if op in ("all_gather", "gather"):
-        gathered = argument(0, "tensor_list") if op == "all_gather" else argument(1, "gather_list")
-        return _tensor_bytes(gathered) or _tensor_bytes(argument(0 if op == "gather" else 1, "tensor"))
-    if op in ("all_gather_into_tensor", "all_to_all_single"):
-        return _tensor_bytes(argument(0, "output_tensor" if op != "all_to_all_single" else "output"))
-    if op in ("reduce_scatter", "scatter"):
-        return _tensor_bytes(argument(1, "input_list" if op == "reduce_scatter" else "scatter_list"))
-    if op in ("reduce_scatter_tensor",):
-        return _tensor_bytes(argument(1, "input"))
-    if op == "all_to_all":
-        return _tensor_bytes(argument(1, "input_tensor_list"))
-    if op.endswith("_object_list") or op.endswith("_object"):
-        return _object_bytes(argument(0, "object_list") if "list" in op else [argument(0, "obj")])
-    if op == "barrier" or op == "monitored_barrier":
-        return 0
-    return _tensor_bytes(argument(0, "tensor"))
 
 
 class _TimedWork:
@@ -184,7 +149,8 @@ class _Recorder:
                 # nccl-tests' convention, as for the functions: a reduce-scatter counts its input
                 scatter = op.startswith("reduce_scatter") and len(args) > 1
                 counted = args[1] if scatter else (args[0] if args else None)
-                event = TrafficEvent(self.log.rank, op, peer, _tensor_bytes(counted), start, start)
+                sent = bytes_sent_to(op, args, {}, group) if op == "all_to_all_single" else None
+                event = TrafficEvent(self.log.rank, op, peer, tensor_bytes(counted), start, start, sent)
                 self.log.events.append(event)
                 self.pending.append(event)
                 return _TimedWork(work, event) if hasattr(work, "wait") else work
@@ -205,7 +171,8 @@ class _Recorder:
             peer = kwargs.get(name, args[index] if len(args) > index else None)
             if peer is None and op == "recv":
                 peer = result  # recv from any source returns the sender
-        event = TrafficEvent(self.log.rank, op, peer, _nbytes(op, args, kwargs), start, end)
+        event = TrafficEvent(self.log.rank, op, peer, call_bytes(op, args, kwargs), start, end,
+                             bytes_sent_to(op, args, kwargs))
         self.log.events.append(event)
         if result is not None and hasattr(result, "wait") and op not in ("recv",):
             event.end = start
@@ -217,7 +184,7 @@ class _Recorder:
         wrapped = []
         for operation, work in zip(operations, works or [], strict=False):
             op = "isend" if getattr(operation.op, "__name__", "").endswith("isend") else "irecv"
-            nbytes = _tensor_bytes(operation.tensor)
+            nbytes = tensor_bytes(operation.tensor)
             event = TrafficEvent(self.log.rank, op, operation.peer, nbytes, start, start)
             self.log.events.append(event)
             self.pending.append(event)

@@ -6,7 +6,7 @@ message-level simulated GPU. Every public name is imported here: import from cou
 """
 
 from .cluster.hardware import HardwarePreset, Link
-from .cluster.presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
+from .cluster.presets import A100, H100, H800, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .cluster.topology import Cluster, make_cluster
 from .collectives.cost import (
     ALGORITHM_OPS,
@@ -18,6 +18,7 @@ from .collectives.cost import (
     collective_time,
     ring_segments,
 )
+from .collectives.expert_traffic import ExpertTraffic, expert_all_to_all_time, expert_traffic
 from .collectives.timelines import (
     collective_timeline,
     parameter_server_timeline,
@@ -39,6 +40,7 @@ from .job.model_specs import (
     MLPSpec,
     TransformerSpec,
 )
+from .job.moe import DEEPSEEK_V3, MoESpec, mla_attention_params
 from .job.strategies import STRATEGIES, strategy
 from .memory.formulas import (
     MemoryBreakdown,
@@ -48,8 +50,17 @@ from .memory.formulas import (
     zero_memory_per_device,
 )
 from .network.group_links import GroupLink
-from .search.published import PUBLISHED_RUNS, PublishedRun, ends_lighter, simulate_published
+from .search.published import (
+    DEEPSEEK_V3_RUN,
+    PUBLISHED_RUNS,
+    PublishedRun,
+    ends_lighter,
+    gpu_hours_per_trillion_tokens,
+    mfu_from_gpu_hours,
+    simulate_published,
+)
 from .search.search import format_layouts, search_layouts
+from .step.expert_layer import expert_layer_timeline
 from .step.memory_plan import memory_per_device
 from .step.schedules import Schedule, bubble_fraction_formula, pipeline_schedule, simulate_pipeline
 from .step.step_report import StepReport
@@ -67,5 +78,7 @@ __all__ = [
     "simulated_gpus", "SimulatedGPU", "SimulatedNetwork", "StepConfig", "StepReport", "STRATEGIES",
     "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
     "zero_memory_per_device", "zero_traffic_per_device", "ALGORITHM_OPS", "GroupLink", "format_layouts",
-    "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published", "Span",
+    "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published", "Span", "H800", "MoESpec",
+    "DEEPSEEK_V3", "mla_attention_params", "ExpertTraffic", "expert_traffic", "expert_all_to_all_time",
+    "DEEPSEEK_V3_RUN", "gpu_hours_per_trillion_tokens", "mfu_from_gpu_hours", "expert_layer_timeline",
 ]

@@ -7,10 +7,13 @@ OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "sca
 # ring, tree, recursive_doubling and parameter_server are the textbook forms: every step sends whole
 # messages and waits for them (store-and-forward). double_binary_tree is the tree as NCCL runs it
 # (pipelined, two trees each carrying half); hierarchical reduces inside nodes before crossing them.
+# pairwise is the all-to-all as NCCL and gloo run it: every rank sends each other rank its share directly,
+# all at once, over NVLink to its node and its own NIC to the others.
 ALGORITHMS = ("ring", "tree", "recursive_doubling", "parameter_server", "double_binary_tree",
-              "hierarchical")
+              "hierarchical", "pairwise")
 ALGORITHM_OPS = {"double_binary_tree": ("all_reduce",),
-                 "hierarchical": ("all_reduce", "reduce_scatter", "all_gather")}
+                 "hierarchical": ("all_reduce", "reduce_scatter", "all_gather"),
+                 "pairwise": ("all_to_all",)}
 SEGMENTED_OPS = ("all_reduce", "reduce_scatter", "all_gather")   # what gloo's ring cuts into segments
 
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")

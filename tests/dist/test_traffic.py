@@ -117,3 +117,25 @@ def test_the_records_become_a_simulator_timeline():
     assert timeline.makespan == 2.0
     with pytest.raises(TypeError, match="TrafficLog"):
         traffic_timeline([3])
+
+
+def uneven_all_to_all(rank, world_size):
+    sends = [2 * rank + peer + 1 for peer in range(world_size)]         # rows to each rank: uneven both ways
+    receives = [2 * peer + rank + 1 for peer in range(world_size)]
+    with record_traffic() as log:
+        received = torch.empty(sum(receives), 3)
+        dist.all_to_all_single(received, torch.ones(sum(sends), 3), receives, sends)
+        dist.all_to_all_single(torch.empty(2 * world_size), torch.ones(2 * world_size))   # equal splits
+        group = dist.new_group(list(range(world_size)))
+        group.alltoall_base(torch.empty(world_size), torch.ones(world_size), [], [],
+                            dist.AllToAllOptions()).wait()
+    return [(e.op, e.nbytes, e.sent_to) for e in log.events]
+
+
+def test_an_all_to_all_records_the_bytes_sent_to_each_rank():
+    for rank, events in enumerate(run_ranks(uneven_all_to_all, 3)):
+        rows = [2 * rank + peer + 1 for peer in range(3)]
+        received = sum(2 * peer + rank + 1 for peer in range(3))
+        assert events == [("all_to_all_single", received * 12, tuple(12 * n for n in rows)),
+                          ("all_to_all_single", 24, (8, 8, 8)),
+                          ("all_to_all_single", 12, (4, 4, 4))]

@@ -62,6 +62,8 @@ HAND = {
     ("all_reduce", "hierarchical"): 14 * (1e-5 + 1e-3),
     ("reduce_scatter", "hierarchical"): 7 * (1e-5 + 1e-3),
     ("all_gather", "hierarchical"): 7 * (1e-5 + 1e-3),
+    # Every share sent at once: one latency, then 7/8 of the buffer over the link.
+    ("all_to_all", "pairwise"): 1e-5 + 7e-3,
 }
 
 

@@ -34,6 +34,9 @@ class HardwarePreset:
     # Memory (HBM) bytes per second of one device: what the non-matmul layers (norms, softmax, dropout,
     # activations, residual adds) run at. None: those layers are not costed (their time is folded in flops).
     memory_bandwidth: float | None = None
+    # FP8 matrix multiplies (Hopper): the sustained and the data-sheet rate; None where there is no FP8.
+    fp8_flops: float | None = None
+    fp8_peak_flops: float | None = None
 
     def __post_init__(self):
         amount(f"preset {self.name!r}: flops", self.flops, positive=True, unit="FLOP/s")
@@ -50,6 +53,9 @@ class HardwarePreset:
         if self.memory_bandwidth is not None:
             amount(f"preset {self.name!r}: memory_bandwidth", self.memory_bandwidth, positive=True,
                    unit="bytes/s")
+        for name in ("fp8_flops", "fp8_peak_flops"):
+            if getattr(self, name) is not None:
+                amount(f"preset {self.name!r}: {name}", getattr(self, name), positive=True, unit="FLOP/s")
         if self.peak_flops is not None and self.peak_flops < self.flops:
             raise ValueError(f"preset {self.name!r}: peak_flops ({self.peak_flops:g}) is below the "
                              f"sustained flops ({self.flops:g}); peak must be >= sustained")

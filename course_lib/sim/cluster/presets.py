@@ -61,6 +61,27 @@ A100 = HardwarePreset(
            "latencies from NCCL's tuning model (src/graph/tuning.cc: 3.4 us NVLink, 14 us network)",
 )
 
+# H800 SXM: the H100 SXM's Hopper die (132 SMs, as the DeepSeek-V3 report counts them, arXiv 2412.19437,
+# section 3.2.2; the H100's 989 TFLOP/s dense BF16 and, H100 SXM data sheet, 1,979 dense FP8) with its NVLink
+# cut to 400 GB/s counting both directions. The links are what DeepSeek measured on their H800 cluster
+# (same section): "NVLink offers a bandwidth of 160 GB/s, roughly 3.2 times that of IB (50 GB/s)", one
+# 400 Gb/s InfiniBand NIC per GPU. Memory: 80 GB of HBM3 at 3.35 TB/s, as the H100 SXM.
+H800 = HardwarePreset(
+    name="h800",
+    flops=GEMM_EFFICIENCY * 989e12,
+    peak_flops=989e12,
+    memory_bytes=80e9,
+    intra_node=Link(latency=NVLINK_HOP_LATENCY, bandwidth=160e9),
+    inter_node=Link(latency=NETWORK_HOP_LATENCY, bandwidth=50e9),
+    nics_per_node=8,
+    memory_bandwidth=3.35e12,
+    fp8_flops=GEMM_EFFICIENCY * 1979e12,
+    fp8_peak_flops=1979e12,
+    source="H800 SXM = H100 SXM compute (989 TFLOP/s dense BF16, 1,979 dense FP8, 132 SMs) with NVLink cut "
+           "to 400 GB/s; links as DeepSeek-V3 measured them (arXiv 2412.19437, section 3.2.2): NVLink 160 "
+           "GB/s, InfiniBand 50 GB/s per GPU; NCCL's per-hop latencies (src/graph/tuning.cc)",
+)
+
 LAPTOP_CPU = HardwarePreset(
     name="laptop_cpu",
     flops=100e9,
@@ -75,7 +96,7 @@ LAPTOP_CPU = HardwarePreset(
            "course_lib.dist.calibrate() measures the real machine",
 )
 
-PRESETS: dict[str, HardwarePreset] = {p.name: p for p in (H100, A100, LAPTOP_CPU)}
+PRESETS: dict[str, HardwarePreset] = {p.name: p for p in (H100, A100, H800, LAPTOP_CPU)}
 
 
 def get_preset(preset: str | HardwarePreset) -> HardwarePreset:

@@ -128,6 +128,7 @@ def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: st
     parameter_server: every message through one rank, one at a time. These four are the textbook,
     store-and-forward forms. double_binary_tree (all_reduce): NCCL's pipelined tree, 2 x depth x a + 2S/B.
     hierarchical (all_reduce, reduce_scatter, all_gather): inside nodes, across nodes, inside again.
+    pairwise (all_to_all): every share sent directly and at once, NVLink and NIC side by side.
 
     ``link`` may be a plain Link (every hop alike) or the GroupLink a Cluster gives a group of ranks
     (``cluster.group_link(ranks)``): then every hop pays its own link's latency (NVLink or network), the
@@ -172,6 +173,8 @@ def _dispatch(op: str, s: float, n: int, link, algorithm: str, segment_bytes, in
         return _double_binary_tree(s, n, link)
     if algorithm == "hierarchical":
         return _hierarchical(op, s, n, link)
+    if algorithm == "pairwise":
+        return pairwise_all_to_all(s, n, link)
     if algorithm == "parameter_server":
         return _parameter_server(op, s, n, _server_links(link, n))
     levels = link.level_links(n) if grouped else [link] * math.ceil(math.log2(n))
@@ -214,6 +217,19 @@ def _hierarchical(op: str, s: float, n: int, link) -> float:
     inside = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}[op]
     inside_time = 0.0 if m == 1 else _ring("reduce_scatter", s, m, intra.latency, intra.bandwidth)
     return inside * inside_time + _ring(op, s / m, nodes, rail.latency, rail.bandwidth)
+
+
+def pairwise_all_to_all(s: float, n: int, link) -> float:
+    """Every rank sends S/n to each of the n-1 others at once (NCCL posts them as one group of sends and
+    receives): one latency of the slowest hop, then the bytes. On a group spanning nodes, the share for its
+    own node's other members crosses NVLink while the rest leaves through the rank's own NIC, both at once
+    (on a rail-optimised cluster each GPU has its NIC; DeepSeek-V3 overlaps the two, arXiv 2412.19437,
+    section 3.2.2). The node with the fewest members bounds it: it sends the most across nodes."""
+    if not (isinstance(link, GroupLink) and link.spans_nodes):
+        return link.latency + (n - 1) / n * s / link.bandwidth
+    inside = s * (link.per_node - 1) / n / link.intra.bandwidth
+    across = s * (n - link.per_node) / n / link.rail().bandwidth
+    return link.nic.latency + max(inside, across)
 
 
 def algorithm_bandwidth(op: str, nbytes: float, seconds: float) -> float:

@@ -42,6 +42,17 @@ class StepConfig:
     # Layers of each virtual stage j (chunk c of stage s is j = c * pp + s); None splits them evenly.
     # Llama 3 gives its first and last stage one layer fewer (see published.py).
     stage_layers: tuple | None = None
+    # Expert parallelism (an MoESpec only): the routed experts of every MoE layer spread over ep ranks of
+    # the data-parallel dimension (ep divides dp: the EP group is ep neighbouring data-parallel replicas, as
+    # DeepSeek-V3's EP 64 inside its DP, arXiv 2412.19437, section 3.2). Their tokens travel by all-to-all.
+    ep: int = 1
+    expert_imbalance: float = 1.0         # busiest rank's routed tokens over the average (1: balanced)
+    node_limit: int | None = None         # a token reaches at most this many nodes (DeepSeek-V3: 4)
+    dispatch_bytes: float = 2             # bytes per element sent to the experts (FP8 dispatch: 1)
+    combine_bytes: float = 2              # bytes per element sent back (and every backward all-to-all)
+    ep_overlap: bool = False              # all-to-alls run beside the other micro-batch's compute (DualPipe)
+    comm_sm_share: float = 0.0            # share of the GPU's compute the overlapped all-to-alls take
+    fp8: bool = False                     # the layers' matrix multiplies at the preset's FP8 rate
 
     @property
     def degrees(self) -> dict:
@@ -106,9 +117,10 @@ def make_config(model, world_size: int, **options) -> StepConfig:
     _check_sizes_and_switches(config)
     _check_model_split(config)
     _check_stage_layers(config)
+    _check_experts(config)
     _ = config.layer_split  # raises when pp * virtual_stages exceeds the layer count
     # numpy integers (from a slider or np.arange) pass the checks; store plain ints from here on.
-    whole_numbers = ("dp", "tp", "pp", "cp", "zero_stage", "microbatches", "virtual_stages")
+    whole_numbers = ("dp", "tp", "pp", "cp", "zero_stage", "microbatches", "virtual_stages", "ep")
     plain = {k: int(getattr(config, k)) for k in whole_numbers}
     if config.stage_layers is not None:
         plain["stage_layers"] = tuple(int(n) for n in config.stage_layers)
@@ -182,3 +194,35 @@ def _check_stage_layers(config) -> None:
     if sum(split) != config.model.layers:
         raise ValueError(f"stage_layers must add up to the model's {config.model.layers} layers, "
                          f"got {sum(split)} from {tuple(split)!r}")
+
+
+def _check_experts(config) -> None:
+    """ep divides dp and the experts; the MoE options are numbers in range and switches."""
+    ep, model = whole("ep", config.ep, hint=" (ranks the routed experts are spread over)"), config.model
+    experts = getattr(model, "experts", None)
+    if experts is None and ep > 1:
+        raise ValueError(f"ep={ep} needs a mixture of experts (an MoESpec, e.g. sim.DEEPSEEK_V3); "
+                         f"{getattr(model, 'name', 'this model')} has no experts: use ep=1")
+    if ep > 1 and config.tp > 1:
+        raise ValueError(f"ep={ep} with tp={config.tp}: the simulator does not split experts by tensor "
+                         "parallelism (DeepSeek-V3 trains without TP); use tp=1 with ep > 1")
+    if config.dp % ep:
+        raise ValueError(f"ep={ep} must divide dp={config.dp}: the expert-parallel group is ep of the "
+                         "data-parallel replicas")
+    if experts is not None and experts % ep:
+        raise ValueError(f"ep={ep} must divide the {experts} routed experts, so every rank holds as many")
+    imbalance = amount("expert_imbalance", config.expert_imbalance, positive=True)
+    if not 1 <= imbalance <= ep:
+        raise ValueError(f"expert_imbalance must be between 1 (balanced) and ep={ep} (every token on one "
+                         f"rank), got {imbalance!r}")
+    if config.node_limit is not None:
+        whole("node_limit", config.node_limit, hint=" (nodes a token may reach; None for no limit)")
+    for name in ("dispatch_bytes", "combine_bytes"):
+        amount(name, getattr(config, name), positive=True, unit="bytes per element")
+    share = amount("comm_sm_share", config.comm_sm_share)
+    if share >= 1:
+        raise ValueError(f"comm_sm_share is the share of the GPU the all-to-alls take <1, got {share!r}")
+    for name in ("ep_overlap", "fp8"):
+        if not isinstance(getattr(config, name), bool):
+            raise ValueError(f"{name} must be True or False, got {getattr(config, name)!r}")
+

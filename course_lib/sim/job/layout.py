@@ -62,6 +62,14 @@ def dimension_link(cluster, dims, degrees: dict, placement):
     return min(links, key=lambda link: (link.bandwidth, -link.latency, -link.nodes))
 
 
+def expert_link(cluster, degrees: dict, placement, ep: int):
+    """The GroupLink of the expert-parallel groups: ``ep`` neighbouring data-parallel replicas (the inner
+    part of the dp dimension, so the group stays as close together as dp allows)."""
+    split = {**{d: v for d, v in degrees.items() if d != "dp"}, "ep": ep, "edp": degrees["dp"] // ep}
+    order = tuple(part for d in placement for part in (("ep", "edp") if d == "dp" else (d,)))
+    return dimension_link(cluster, "ep", split, order)
+
+
 @functools.lru_cache(maxsize=256)
 def _group_shapes(dims: tuple, degree_items: tuple, placement: tuple, gpus_per_node: int) -> list:
     """Distinct (nodes spanned, fewest members on one node) over every group along ``dims``."""

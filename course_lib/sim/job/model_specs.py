@@ -83,6 +83,14 @@ class TransformerSpec:
         norms = 2 * (2 * h if self.bias else h)         # two LayerNorms (scale+shift) or RMSNorms (scale)
         return self.attention_matrix_params + self.mlp_matrix_params + biases + norms
 
+    def layer_params(self, index: int) -> int:
+        """Parameters of layer ``index`` (all alike here; a mixture of experts differs by layer)."""
+        return self.params_per_layer
+
+    def layer_expert_params(self, index: int) -> int:
+        """Routed experts' parameters in layer ``index``: none in a dense model (see moe.py)."""
+        return 0
+
     @property
     def embedding_params(self) -> int:
         return self.vocab_size * self.hidden + (self.seq_len * self.hidden if self.learned_positions else 0)
@@ -100,10 +108,14 @@ class TransformerSpec:
         return self.layers * self.params_per_layer + self.embedding_params + self.head_params
 
     # -- FLOPs -----------------------------------------------------------------------------------
-    def layer_forward_flops(self, tokens: float) -> tuple[float, float]:
+    def attention_core_flops(self, tokens: float) -> float:
+        """Scores and weighted sum: 4 s h per token (causality not exploited)."""
+        return 4 * self.seq_len * self.hidden * tokens
+
+    def layer_forward_flops(self, tokens: float, index: int | None = None) -> tuple[float, float]:
         """(attention block, MLP block) forward FLOPs for ``tokens`` tokens: 2 per matrix parameter per
-        token, plus 4 s h per token for the scores and the weighted sum (causality not exploited)."""
-        attention = 2 * self.attention_matrix_params * tokens + 4 * self.seq_len * self.hidden * tokens
+        token, plus the attention core; every layer alike (``index`` matters for a mixture of experts)."""
+        attention = 2 * self.attention_matrix_params * tokens + self.attention_core_flops(tokens)
         return attention, 2 * self.mlp_matrix_params * tokens
 
     def head_forward_flops(self, tokens: float) -> float:

@@ -49,10 +49,14 @@ def activation_terms(spec) -> tuple:
     8 + 8 (split by TP: 24); 5 a s^2 b for softmax output, dropout mask and output. The same count
     generalised: K and V shrink with grouped-query attention, a gated (SwiGLU) MLP stores its gate, up
     and product outputs (3 x 2 s b ffn), and without dropout the masks and the dropout output vanish
-    (Llama 3 trains without dropout). GPT's defaults give back 10, 24 and 5 exactly.
+    (Llama 3 trains without dropout). GPT's defaults give back 10, 24 and 5 exactly. A mixture of experts
+    (MoESpec) counts its active width, (k + shared) experts, and 2 bytes per h for each of the k routed
+    copies of a token (an approximation: its dense first layers are counted the same way).
     """
     replicated = 8 + (2 if spec.dropout else 0)
-    mlp = (6 if spec.gated_mlp else 4) * spec.ffn / spec.hidden
+    # A mixture of experts stores its (k + shared) experts' intermediates and each routed copy of its input.
+    width, copies = getattr(spec, "active_ffn", spec.ffn), getattr(spec, "active_experts", 0)
+    mlp = (6 if spec.gated_mlp else 4) * width / spec.hidden + 2 * copies
     split = 2 + 4 * spec.kv_dim / spec.hidden + 2 + mlp
     return replicated, split, (5 if spec.dropout else 2)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..job.model_specs import LLAMA3_405B, TransformerSpec
+from ..job.moe import DEEPSEEK_V3
 
 # Megatron-LM's largest weak-scaling model (Narayanan et al. 2021, arXiv 2104.04473, Table 1): 128 layers,
 # hidden 25,600, 160 heads, 2,048-token sequences, 51,200-token vocabulary (section 5.1).
@@ -44,6 +45,7 @@ class PublishedRun:
     published_mfu: float         # in the simulator's terms: model FLOPs (no recomputation) over peak
     source: str
     notes: list = field(default_factory=list)
+    published_gpu_hours_per_trillion_tokens: float | None = None   # where the paper gives that instead
 
 
 def causal_to_model_flops(model) -> float:
@@ -138,6 +140,55 @@ MEGATRON_1T_RUN = PublishedRun(
      "faster still: what remains of the gap is work it does not see, not a setting"])
 
 PUBLISHED_RUNS = (LLAMA3_8K, LLAMA3_16K, LLAMA3_128K, MEGATRON_1T_RUN)
+
+
+def gpu_hours_per_trillion_tokens(report) -> float:
+    """GPU-hours one trillion tokens take at ``report``'s step time (a StepReport)."""
+    return report.step_time * report.cluster.world_size / 3600 * 1e12 / report.tokens
+
+
+def mfu_from_gpu_hours(gpu_hours_per_trillion: float, model, peak_flops: float) -> float:
+    """The MFU a GPU-hours figure means: tokens per GPU-second x training FLOPs per token / peak."""
+    return 1e12 / (gpu_hours_per_trillion * 3600) * model.training_flops(1) / peak_flops
+
+
+# DeepSeek-V3 (DeepSeek-AI 2024, arXiv 2412.19437). Section 1 and Table 1: 180K H800 GPU-hours per trillion
+# pre-training tokens (2,664K for 14.8T). Section 3.1-3.2: 2,048 H800 in nodes of 8 (NVLink inside, one
+# InfiniBand NIC per GPU across), PP 16 with DualPipe, EP 64 over 8 nodes, ZeRO-1 data parallelism, no TP;
+# the all-to-alls overlap computation (DualPipe pairs a forward with a backward chunk) on 20 of the 132 SMs;
+# each token reaches at most 4 nodes. Section 3.3: FP8 matrix multiplies (forward, input and weight
+# gradients); embedding, output head, gating, norms and attention stay BF16/FP32; the dispatch is sent in
+# FP8, the combine in BF16. Section 3.3.4: BF16 AdamW moments, FP32 master weights and gradients. Section
+# 4.2: 4K-token sequences, 15,360 of them per step (after a ramp over the first 469B tokens).
+DEEPSEEK_BATCH = 15360
+DEEPSEEK_GPU_HOURS = 180e3
+# The report gives no split of the 61 layers over the 16 stages: the last stage also runs the output head
+# and the MTP module (their forward is about four layers' worth in the simulator), so it gets one layer and
+# every other stage four: the most even split there is. No micro-batch size either: one sequence each.
+DEEPSEEK_SPLIT = (4,) * 15 + (1,)
+DEEPSEEK_V3_RUN = PublishedRun(
+    "DeepSeek-V3 on 2,048 H800", DEEPSEEK_V3, "h800", 2048,
+    dict(dp=128, pp=16, ep=64, zero_stage=1, microbatches=DEEPSEEK_BATCH // 128, global_batch=DEEPSEEK_BATCH,
+         schedule="1f1b", stage_layers=DEEPSEEK_SPLIT, recompute="selective", fp8=True, node_limit=4,
+         dispatch_bytes=1, combine_bytes=2, ep_overlap=True, comm_sm_share=20 / 132, param_bytes=2,
+         grad_bytes=4, optimizer_bytes=4 + 2 + 2, check_memory=False),
+    mfu_from_gpu_hours(DEEPSEEK_GPU_HOURS, DEEPSEEK_V3, 989e12),
+    "DeepSeek-AI 2024, arXiv 2412.19437, section 1 and Table 1: 180K H800 GPU-hours per trillion tokens",
+    ["FP8 matrix multiplies at 75% of the H800's 1,979 TFLOP/s FP8 peak (the course's GEMM efficiency, "
+     "not a measurement); attention core, output head and MTP head at the BF16 rate (section 3.3.1)",
+     "links as the report measures them: NVLink 160 GB/s, InfiniBand 50 GB/s per GPU (section 3.2.2)",
+     "EP 64 inside DP 128 (each stage's 128 GPUs, two expert replicas), ZeRO-1, PP 16 (section 3.2)",
+     "dispatch in FP8, combine in BF16 (section 3.3.3); at most 4 nodes per token (section 3.2.2)",
+     "all-to-alls overlapped with compute, which keeps 112 of the 132 SMs (section 3.2.2)",
+     "1F1B in place of DualPipe, which the simulator does not play: DualPipe's bubble is smaller "
+     "(Table 2), so this errs towards slower",
+     "the last stage holds one layer beside the output head and the MTP module, the others four "
+     "(the report gives no split)",
+     "balanced routing: every expert gets as many tokens",
+     "memory not checked: the simulator counts BF16 activations (Korthikanti et al. 2022) and knows "
+     "neither the FP8 caching of activations (section 3.3.3) nor the recomputation of RMSNorm and the MLA "
+     "up-projections (section 3.2.3)"],
+    DEEPSEEK_GPU_HOURS)
 
 
 def simulate_published(run: PublishedRun):

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..collectives.cost import collective_time
-from ..job.layout import dimension_link
+from ..job.layout import dimension_link, expert_link
 from ..memory.formulas import activation_memory_per_layer
 from ..timeline import span
+from .expert_costs import append_backward, append_forward, expert_times, overlap_block
 
 
 @dataclass
@@ -37,7 +38,12 @@ class CostModel:
     def __init__(self, config, cluster):
         self.config, self.cluster = config, cluster
         c, degrees, placement = config, config.degrees, config.placement
-        self.flops = cluster.preset.flops
+        self.overlap_experts = c.ep_overlap and c.ep > 1
+        # Overlapped all-to-alls run on SMs taken from the compute (DeepSeek-V3: 20 of 132, section 3.2.2).
+        slowdown = 1 - c.comm_sm_share if self.overlap_experts else 1.0
+        self.flops = cluster.preset.flops * slowdown
+        self.matmul_flops = self._matmul_rate(cluster.preset) * slowdown
+        self.ep_link = expert_link(cluster, degrees, placement, c.ep)
         self.tp_link = dimension_link(cluster, "tp", degrees, placement)
         self.cp_link = dimension_link(cluster, "cp", degrees, placement)
         self.pp_link = dimension_link(cluster, "pp", degrees, placement)
@@ -54,6 +60,18 @@ class CostModel:
         self.t_hop = self.t_p2p if c.p2p_overlap else 0.0
         if not c.p2p_overlap and c.pp > 1:
             self._block_on_sends()
+
+    def _matmul_rate(self, preset) -> float:
+        """FLOP/s of the layers' matrix multiplies: FP8 where the config asks and the preset has it."""
+        if not self.config.fp8:
+            return preset.flops
+        if preset.fp8_flops is None:
+            raise ValueError(f"fp8=True needs a preset with an FP8 rate (fp8_flops), such as 'h800'; "
+                             f"{preset.name!r} has none")
+        return preset.fp8_flops
+
+    def matmul_seconds(self, flops: float) -> float:
+        return flops / self.matmul_flops
 
     def _p2p_seconds(self) -> float:
         """One stage-to-stage send of a micro-batch's activations (or their gradient).
@@ -96,22 +114,30 @@ class CostModel:
     def _seconds(self, flops: float) -> float:
         return flops / self.flops
 
+    def _mlp_layer(self, index: int) -> Block:
+        """One layer of an MLPSpec: its product forward, twice that backward."""
+        model = self.config.model
+        weights = model.sizes[index] * model.sizes[index + 1]
+        block = Block(f"layer {index}", float(model.layer_params(index)))
+        t = self._seconds(2 * weights * self.tokens)
+        block.fwd_time = _append(block.fwd, 0.0, t, "compute", f"layer {index}")
+        block.bwd_time = _append(block.bwd, 0.0, 2 * t, "compute", f"layer {index} grad")
+        return block
+
     def _layer(self, index: int) -> Block:
         c, model = self.config, self.config.model
         if not c.is_transformer:
-            weights = model.sizes[index] * model.sizes[index + 1]
-            block = Block(f"layer {index}", float(model.layer_params(index)))
-            t = self._seconds(2 * weights * self.tokens)
-            block.fwd_time = _append(block.fwd, 0.0, t, "compute", f"layer {index}")
-            block.bwd_time = _append(block.bwd, 0.0, 2 * t, "compute", f"layer {index} grad")
-            return block
+            return self._mlp_layer(index)
         share = c.tp * c.cp
-        attn_flops, mlp_flops = model.layer_forward_flops(self.tokens)
-        core = self._seconds(4 * model.seq_len * model.hidden * self.tokens / share)
+        attn_flops, mlp_flops = model.layer_forward_flops(self.tokens, index)
+        core_flops = model.attention_core_flops(self.tokens)
+        core = self._seconds(core_flops / share)      # the attention core stays BF16 (FP8 is for matmuls)
         # The FLOP count (PaLM's, for MFU) ignores the causal mask; FlashAttention skips the masked half of
         # the scores (Dao 2023, FlashAttention-2, section 3.1.1). Selective recompute stands for it here.
         skipped = core / 2 if c.recompute == "selective" else 0.0
-        t_attn, t_mlp = self._seconds(attn_flops / share) - skipped, self._seconds(mlp_flops / share)
+        t_attn = self.matmul_seconds((attn_flops - core_flops) / share) + core - skipped
+        experts = expert_times(self, index)
+        t_mlp = experts.compute if experts else self.matmul_seconds(mlp_flops / share)
         core -= skipped
         act_bytes = self.tokens / c.cp * model.hidden * 2
         t_tp = collective_time("all_reduce", act_bytes, c.tp, self.tp_link)
@@ -120,7 +146,9 @@ class CostModel:
         t_cp = collective_time("all_gather", kv_bytes, c.cp, self.cp_link)
         t_mem = self.t_mem
         name = f"L{index}"
-        block = Block(name, model.params_per_layer / c.tp)
+        held = model.layer_params(index) - model.layer_expert_params(index) * (1 - 1 / c.ep)   # E/ep experts
+        block = Block(name, held / c.tp)
+        overlap = self.overlap_experts and experts is not None
 
         def forward(events, t, tag=""):
             t = _append(events, t, t_mem, "compute", f"{name}{tag} norms, softmax, residual (memory-bound)")
@@ -128,7 +156,10 @@ class CostModel:
             t += max(t_attn, t_cp)
             _append(events, t - t_attn, t_attn, "compute", f"{name}{tag} attention")
             t = _append(events, t, t_tp, "comm", f"{name}{tag} {tp_label}")
-            t = _append(events, t, t_mlp, "compute", f"{name}{tag} MLP")
+            if experts:
+                t = append_forward(events, t, experts, f"{name}{tag}", overlap)
+            else:
+                t = _append(events, t, t_mlp, "compute", f"{name}{tag} MLP")
             return _append(events, t, t_tp, "comm", f"{name}{tag} {tp_label}")
 
         block.fwd_time = forward(block.fwd, 0.0)
@@ -136,13 +167,18 @@ class CostModel:
         if c.recompute == "selective":
             t = _append(block.bwd, t, core, "compute", f"{name} recompute attention core")
         t = _append(block.bwd, t, 1.5 * t_mem, "compute", f"{name} norms, softmax, residual grad (HBM)")
-        t = _append(block.bwd, t, 2 * t_mlp, "compute", f"{name} MLP grad")
+        if experts:
+            t = append_backward(block.bwd, t, experts, name, overlap)
+        else:
+            t = _append(block.bwd, t, 2 * t_mlp, "compute", f"{name} MLP grad")
         t = _append(block.bwd, t, t_tp, "comm", f"{name} {tp_label}")
         t_cp_bwd = collective_time("reduce_scatter", kv_bytes, c.cp, self.cp_link) + t_cp
         _append(block.bwd, t, t_cp_bwd, "comm", f"{name} CP KV all-gather + dKV reduce-scatter")
         t += max(2 * t_attn, t_cp_bwd)
         _append(block.bwd, t - 2 * t_attn, 2 * t_attn, "compute", f"{name} attention grad")
         block.bwd_time = _append(block.bwd, t, t_tp, "comm", f"{name} {tp_label}")
+        if overlap:
+            overlap_block(block, experts)
         return block
 
     def _memory_bound_seconds(self) -> float:
@@ -166,8 +202,16 @@ class CostModel:
         block = Block("head", model.head_params / c.tp)
         if model.tied_embeddings and c.pp > 1:   # the last stage keeps its own copy of the word embedding
             block.params += model.vocab_size * model.hidden / c.tp
-        t = self._seconds(model.head_forward_flops(self.tokens) / (c.tp * c.cp))
-        block.fwd_time = _append(block.fwd, 0.0, t, "compute", "output head + loss")
+        share = c.tp * c.cp
+        t = self._seconds(model.head_forward_flops(self.tokens) / share)   # the head stays BF16
+        label = "output head + loss"
+        for _ in range(getattr(model, "mtp_depth", 0)):   # DeepSeek-V3's MTP module sits with the head
+            attention, mlp = model.layer_forward_flops(self.tokens)
+            core, head = model.attention_core_flops(self.tokens), model.head_forward_flops(self.tokens)
+            matmuls = attention - core + mlp + 2 * 2 * model.hidden ** 2 * self.tokens
+            t += self.matmul_seconds(matmuls / share) + self._seconds((core + head) / share)
+            label = "output head + loss + MTP module"
+        block.fwd_time = _append(block.fwd, 0.0, t, "compute", label)
         block.bwd_time = _append(block.bwd, 0.0, 2 * t, "compute", "output head grad")
         return block
 

@@ -23,14 +23,37 @@ def stage_params(config) -> list:
             out[j % p] += sum(model.layer_params(layer + i) for i in range(count))
             layer += count
         return out
-    out = [0.0] * p
+    out, layer = [0.0] * p, 0
     for j, count in enumerate(split):
-        out[j % p] += count * model.params_per_layer
+        # a device holds E/ep of each layer's routed experts
+        out[j % p] += sum(model.layer_params(i) - model.layer_expert_params(i) * (1 - 1 / config.ep)
+                          for i in range(layer, layer + count))
+        layer += count
     out[0] += model.embedding_params
     out[p - 1] += model.head_params
     if model.tied_embeddings and p > 1:
         out[p - 1] += model.vocab_size * model.hidden
     return [x / config.tp for x in out]
+
+
+def stage_expert_params(config) -> list:
+    """Routed experts' parameters one device of each stage holds (E/ep per MoE layer, after tp)."""
+    out, layer, model = [0.0] * config.pp, 0, config.model
+    if not config.is_transformer:
+        return out
+    for j, count in enumerate(config.layer_split):
+        held = sum(model.layer_expert_params(i) for i in range(layer, layer + count))
+        out[j % config.pp] += held / config.ep
+        layer += count
+    return [x / config.tp for x in out]
+
+
+def _model_states(config, params: float, experts: float) -> dict:
+    """ZeRO over dp x cp for the dense parameters; the experts' replicas are dp x cp / ep apart."""
+    sizes = (config.param_bytes, config.grad_bytes, config.optimizer_bytes)
+    dense = zero_memory_breakdown(params - experts, config.dp * config.cp, config.zero_stage, *sizes)
+    expert = zero_memory_breakdown(experts, config.dp * config.cp // config.ep, config.zero_stage, *sizes)
+    return {key: dense[key] + expert[key] for key in dense}
 
 
 def peak_chunks_in_flight(config) -> list:
@@ -65,9 +88,9 @@ def plan_memory(config, capacity: float | None = None) -> list:
     split = config.layer_split
     peaks = peak_chunks_in_flight(config)
     out = []
-    for s, params in enumerate(stage_params(config)):
-        states = zero_memory_breakdown(params, config.dp * config.cp, config.zero_stage, config.param_bytes,
-                                       config.grad_bytes, config.optimizer_bytes)
+    per_stage = zip(stage_params(config), stage_expert_params(config), strict=True)
+    for s, (params, experts) in enumerate(per_stage):
+        states = _model_states(config, params, experts)
         layers_per_chunk = max(split[j] for j in range(s, len(split), p))
         activations = peaks[s] * layers_per_chunk * per_layer
         if config.recompute == "full":   # the layer being recomputed holds its full activations
@@ -78,7 +101,7 @@ def plan_memory(config, capacity: float | None = None) -> list:
             activations += tokens * model.vocab_size / config.tp * 4
         buffers = 0.0
         if config.zero_stage == 3:   # two gathered layers (current + prefetched) and one unsharded gradient
-            biggest = model.params_per_layer if config.is_transformer else max(
+            biggest = max(map(model.layer_params, range(model.layers))) if config.is_transformer else max(
                 model.layer_params(i) for i in range(model.layers))
             buffers = biggest / config.tp * (2 * config.param_bytes + config.grad_bytes)
         out.append(MemoryBreakdown(activations=activations, buffers=buffers, capacity=capacity, **states))
