@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from autograde_tests.support import hostile_class, probe_course
-from course_lib.grading.autograder import class_run, fixtures
+from course_lib.grading.autograder import class_run, fixtures, scoring
 from course_lib.grading.sandbox.policy import SandboxPolicy
 
 pytestmark = pytest.mark.slow
@@ -52,19 +52,19 @@ def test_interrupted_run_is_rerun_to_the_same_grades(tmp_path, monkeypatch):
     run = class_run.GradingRun(course_root=root, jobs=2, cell_timeout=20, stream=io.StringIO(),
                                **probe_course.PROBE_SETTINGS, policy=policy,
                                check_reference=False)  # "full" is the reference; its own test checks that
-    finish, merged = class_run._finish, []
+    finish, merged = scoring.finish, []
 
     def finish_then_interrupt(*args):
         merged.append(finish(*args))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(class_run, "_finish", finish_then_interrupt)
+    monkeypatch.setattr(scoring, "finish", finish_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
         class_run.grade(run, ["probe"], zips=downloads)
     assert len(merged) == 1 and not _sandbox_processes(policy.uid, len(CLASS))
     assert {p.name for p in (root / "grading" / "submitted").iterdir()} == set(CLASS)
 
-    monkeypatch.setattr(class_run, "_finish", finish)
+    monkeypatch.setattr(scoring, "finish", finish)
     results = {r.student: r.score for r in class_run.grade(run, ["probe"])}
     assert results == POINTS
     rows = (root / "grading" / "grades.csv").read_text().splitlines()[1:]

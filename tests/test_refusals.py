@@ -77,6 +77,14 @@ def test_work_done_at_definition_time_is_refused():
     assert "course_lib" in _refused(source)
 
 
+def test_a_cell_stopped_by_its_refused_import_costs_only_the_answers_it_defines():
+    cells = ("def answer(s, m):\n    return s * m\n",
+             "import course_lib.sim\ndef other(s, m):\n    return 0\n")
+    assert map_isolated(StudentFunction("answer", sources=cells, refusal=SCHEDULE), [(4, 8)])[0] == 32
+    with pytest.raises(IsolatedCallError, match="import course_lib.sim"):
+        map_isolated(StudentFunction("other", sources=cells, refusal=SCHEDULE), [(4, 8)])
+
+
 def test_a_caught_refusal_still_fails_and_so_does_switching_the_watch_off():
     caught = ("import sys\n"
               "def answer(s, m):\n"

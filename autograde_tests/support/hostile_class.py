@@ -68,8 +68,9 @@ CASES: dict[str, dict[str, str]] = {
     "patch_course_lib": {"scale": SCALE, "ring_pass": "import course_lib.dist\n"
                          "course_lib.dist.run_ranks = lambda fn, n, student, values, **k: "
                          "[values[(r - 1) % n] for r in range(n)]\n" + WRONG_RING},
-    # A recv that never receives: it lifts the answer from the checker's frame, in the ranks forked
-    # from the patched kernel; the isolated judge never runs the patch, so the ring deadlocks there.
+    # A recv that never receives: it lifts the answer from the checker's frame. The ranks make the answer
+    # again from its cell's definitions (in the notebook as in the judge), never running the patch, so the
+    # ring deadlocks in both: it scores 0 with nothing to review.
     "patch_distributed": {"scale": SCALE, "ring_pass": """import inspect
 def _fake_recv(tensor, src=None, **kwargs):
     for info in inspect.stack():
@@ -80,7 +81,8 @@ def _fake_recv(tensor, src=None, **kwargs):
 dist.recv = _fake_recv
 """ + DEADLOCK_RING},
     # The ranks send a pickle that would patch torch.allclose in the judge when unpickled there; in
-    # the kernel (where the cell's own patch is live) they play along with a wrong answer.
+    # the kernel (where the cell's own patch is live) they play along with a wrong answer. Results come
+    # back through the weights-only loader, which refuses the pickle in the notebook as in the judge.
     "crafted_pickle": {"scale": SCALE, "ring_pass": """torch.allclose = lambda *a, **k: True
 def ring_pass(rank, world_size, value):
     import pickle
@@ -99,8 +101,8 @@ EXPECTED = {
     "full": (2, 1, False), "unanswered": (0, 0, False), "infinite_loop": (0, 1, True),
     "deadlock": (2, 0, True), "os_exit": (2, 0, True), "sys_exit": (0, 1, False),
     "memory_hog": (0, 1, False), "print_flood": (2, 1, True), "patch_check": (0, 1, True),
-    "patch_allclose": (0, 1, True), "patch_course_lib": (2, 0, True), "patch_distributed": (2, 0, True),
-    "crafted_pickle": (2, 0, True),
+    "patch_allclose": (0, 1, True), "patch_course_lib": (2, 0, True), "patch_distributed": (2, 0, False),
+    "crafted_pickle": (2, 0, False),
     "snoop": (0, 1, False), "vandal": (0, 1, False), "invalid_json": (0, 0, True), "renamed": (2, 1, True),
     "missing": (0, 0, True), "wrong_assignment": (0, 0, True), "deleted_test_cell": (2, 1, True),
     "edited_test_cell": (0, 1, True),

@@ -201,6 +201,18 @@ def refused_object(value) -> str | None:
     return None
 
 
+def refusals_so_far() -> int:
+    """How many refusals this process has met: a mark for `forget_refusals_since`."""
+    return len(_ARMED.refused) if _ARMED is not None else 0
+
+
+def forget_refusals_since(mark: int) -> None:
+    """Drop the refusals met since ``mark``: a notebook cell stopped by its own refused import defined
+    nothing past that line, so it costs only the answers it defines, never those of other cells."""
+    if _ARMED is not None:
+        del _ARMED.refused[mark:]
+
+
 def check_not_refused() -> None:
     """Raise RefusedCodeError if anything was refused in this process (even a refusal the student's code
     caught), or if the student's code switched the watch off."""

@@ -70,8 +70,19 @@ class StudentFunction:
         namespace: dict = {"__name__": "student_submission"}
         refusals.watch_namespace(namespace)
         exec(compile(STUDENT_PRELUDE + self.prelude, refusals.LESSON_IMPORTS, "exec"), namespace)
-        exec(compile("\n\n".join(self.sources), "<student cells>", "exec"), namespace)
+        # Cell by cell, as the notebook ran them: a cell that fails (an import the exercise refuses, say)
+        # costs the answers it defines, never another exercise's answer in a cell of its own.
+        failures = []
+        for source in self.sources:
+            mark = refusals.refusals_so_far()
+            try:
+                exec(compile(source, "<student cells>", "exec"), namespace)
+            except Exception as error:
+                refusals.forget_refusals_since(mark)
+                failures.append((self.name in source, error))
         if not callable(namespace.get(self.name)):
+            if failures:  # the error of the cell that names the answer, else the first cell's
+                raise max(failures, key=lambda failure: failure[0])[1]
             raise NameError(f"the submission does not define a function named {self.name!r}")
         return namespace[self.name]
 
