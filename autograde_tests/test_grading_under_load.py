@@ -25,6 +25,7 @@ HOGS_PER_CORE = 3          # with the two grading runs' own processes: about 4x 
 CELL_TIMEOUT_S = 20        # the shared run's (conftest.graded_class): the setting that lost grades
 BUSY_STRETCH = 6           # SandboxedExecute.busy_stretch
 OWN_STUDENTS = ("full", "infinite_loop", "print_flood")
+CHAPTER = neighbour_run.CHAPTER   # 08: its lesson and capstone run 8 ranks, the shared run's heaviest
 
 
 def _start_hogs(count: int) -> list[subprocess.Popen]:
@@ -39,19 +40,20 @@ def _stop(processes: list[subprocess.Popen]) -> None:
 
 
 def test_solutions_score_full_marks_beside_a_second_grading_run_on_a_4x_oversubscribed_machine(tmp_path):
+    root = probe_course.build(tmp_path / "course")
+    neighbour_run.write_probe_students(root, OWN_STUDENTS)
+    write_solution_student(root, CHAPTER, "chapter_solution")
+    neighbour_root = neighbour_run.prepare(tmp_path / "neighbour")
     neighbour_results = tmp_path / "neighbour.json"
     neighbour = subprocess.Popen([sys.executable, "-m", "autograde_tests.support.neighbour_run",
-                                  str(tmp_path / "neighbour"), str(neighbour_results)], cwd=REPO,
+                                  str(neighbour_root), str(neighbour_results)], cwd=REPO,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     hogs = _start_hogs(HOGS_PER_CORE * (os.cpu_count() or 1))
     try:
-        root = probe_course.build(tmp_path / "course")
-        neighbour_run.write_probe_students(root, OWN_STUDENTS)
-        write_solution_student(root, "08_nd_parallelism", "mesh_solution")
         start, loads = time.monotonic(), [os.getloadavg()[0]]
         results = {(r.assignment, r.student): r
                    for r in class_run.grade(neighbour_run.grading_run(root, cell_timeout=CELL_TIMEOUT_S),
-                                            ["probe", "08_nd_parallelism"])}
+                                            ["probe", CHAPTER])}
         loads.append(os.getloadavg()[0])
         seconds = time.monotonic() - start
         neighbour_output, _ = neighbour.communicate(timeout=1500)
@@ -59,12 +61,12 @@ def test_solutions_score_full_marks_beside_a_second_grading_run_on_a_4x_oversubs
         _stop(hogs)
         if neighbour.poll() is None:
             _stop([neighbour])
-    print(f"graded in {seconds:.0f} s beside a second run and {len(hogs)} CPU hogs on {os.cpu_count()} "
-          f"cores; load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end")
     summary = {key: (r.score, r.max_score, r.notes, round(r.seconds)) for key, r in results.items()}
+    print(f"graded in {seconds:.0f} s beside a second run and {len(hogs)} CPU hogs on {os.cpu_count()} "
+          f"cores; load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end:", summary)
 
-    capstone = results[("08_nd_parallelism", "mesh_solution")]
-    assert capstone.score == capstone.max_score == sum(max_points("08_nd_parallelism").values()), summary
+    chapter = results[(CHAPTER, "chapter_solution")]
+    assert chapter.score == chapter.max_score == sum(max_points(CHAPTER).values()), summary
     for student in ("full", "print_flood"):
         assert results[("probe", student)].score == 3, summary
     endless = results[("probe", "infinite_loop")]
@@ -76,5 +78,5 @@ def test_solutions_score_full_marks_beside_a_second_grading_run_on_a_4x_oversubs
     assert neighbour.returncode == 0, neighbour_output[-3000:]
     theirs = json.loads(neighbour_results.read_text())
     assert theirs["probe/full"][0] == 3 and theirs["probe/deadlock"][0] == 2, theirs
-    score, maximum, _ = theirs["08_nd_parallelism/neighbour_mesh"]
+    score, maximum, _ = theirs[f"{CHAPTER}/neighbour_solution"]
     assert score == maximum, theirs

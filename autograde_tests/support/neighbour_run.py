@@ -3,8 +3,8 @@ from a second checkout is to the machine (the same cores, uid leases, ports, /tm
 
     python -m autograde_tests.support.neighbour_run ROOT RESULTS_JSON
 
-grades the probe's right answer and its deadlock and chapter 08's reference solution under ROOT, and
-writes {"assignment/student": [score, max_score, notes]} to RESULTS_JSON.
+grades the class `prepare(ROOT)` wrote (the probe's right answer and its deadlock, chapter 08's reference
+solution) and writes {"assignment/student": [score, max_score, notes]} to RESULTS_JSON.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from course_lib.grading.autograder import class_run, fixtures
 from course_lib.grading.sandbox.policy import GiB, SandboxPolicy
 
 PROBE_STUDENTS = ("full", "deadlock")
-CHAPTER = "08_nd_parallelism"
+CHAPTER = "08_nd_parallelism"     # its lesson and capstone run 8 ranks: the heaviest of the shared run
 
 
 def write_probe_students(root: Path, names) -> list[str]:
@@ -39,10 +39,16 @@ def grading_run(root: Path, jobs: int = 2, cell_timeout: int = 20) -> class_run.
                                 policy=SandboxPolicy(memory_bytes=3 * GiB), check_reference=False)
 
 
-def main(root: Path, results_file: Path) -> None:
+def prepare(root: Path) -> Path:
+    """The neighbour's course and class under root (built before the machine is loaded: only the grading
+    is under test)."""
     root = probe_course.build(root)
     write_probe_students(root, PROBE_STUDENTS)
-    write_solution_student(root, CHAPTER, "neighbour_mesh")
+    write_solution_student(root, CHAPTER, "neighbour_solution")
+    return root
+
+
+def main(root: Path, results_file: Path) -> None:
     results = class_run.grade(grading_run(root), ["probe", CHAPTER])
     results_file.write_text(json.dumps({f"{r.assignment}/{r.student}": [r.score, r.max_score, r.notes]
                                         for r in results}))
