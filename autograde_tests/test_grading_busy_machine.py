@@ -129,6 +129,15 @@ def test_a_kernel_that_could_not_start_or_a_busy_machine_is_the_machines_fault(t
     assert failures.machine_fault(True, "", timed_out) is None            # the student's cell ran too long
 
 
+@pytest.mark.parametrize("busy", [True, False])
+def test_the_whole_notebook_limit_is_the_machines_fault_only_on_a_machine_with_more_work_than_cores(
+        monkeypatch, tmp_path, busy):
+    monkeypatch.setattr(failures, "busy_machine", lambda: busy)
+    stopped = "stopped after 900 s (the whole notebook's time limit)\n[AutogradeApp | INFO] Converting"
+    fault = failures.machine_fault(False, stopped, tmp_path)
+    assert (fault is not None) == busy and (not busy or "more work than cores" in fault)
+
+
 def _fake_attempts(monkeypatch, tmp_path, runs: list[tuple[bool, str]]) -> list[int]:
     calls = []
 
