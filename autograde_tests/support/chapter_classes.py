@@ -111,6 +111,20 @@ def without_imports(source: str) -> str:
     return "".join(lines)
 
 
+def write_solution_student(root: Path, assignment: str, student: str) -> str:
+    """One student under root who hands in the chapter's reference solution (its answer cells' own import
+    lines taken out, as in the shared run); the chapter's source is linked into root's solutions/."""
+    link = root / "solutions" / assignment
+    if not link.exists():
+        link.symlink_to(REPO / "solutions" / assignment, target_is_directory=True)
+    answers = fixtures.solution_sources(_notebook("solutions", assignment))
+    solution = {grade_id: without_imports(text) for grade_id, text in answers.items()}
+    folder = root / "grading" / "submitted" / student / assignment
+    fixtures.write_submission(folder, assignment,
+                              fixtures.make_submission(_notebook("notebooks", assignment), solution))
+    return student
+
+
 def write_chapter_class(root: Path, chapters: list[Chapter]) -> list[str]:
     """The chapters' students under root: the reference solution WITHOUT its answer cells' own import
     lines (it must still earn full marks: answers see the lesson's imports, in the notebook and in the

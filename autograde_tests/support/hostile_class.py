@@ -42,7 +42,7 @@ for path in stolen:
 '''
 VANDAL = '''import glob
 for target in ["{root}/grading/gradebook.db", "{root}/grading/submitted/full/probe/probe.ipynb",
-               *glob.glob("/tmp/course-grading-*/course-full/db/gradebook.db")]:
+               *glob.glob("/tmp/course-grading-*/course-*-full/db/gradebook.db")]:
     try:
         with open(target, "w") as handle:
             handle.write("vandalised")

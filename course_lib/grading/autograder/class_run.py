@@ -149,7 +149,7 @@ def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, s
         verdicts[name] = run_judge(run.registry, run.hidden_checks, setup.assignment, sources, policy,
                                    judge_dir, run.judge_timeout, lesson_imports(release))
     return scoring.Outcome(submission, result.course_dir, result.ok, result.log, result.seconds, notebooks,
-                           verdicts)
+                           verdicts, regraded=result.regraded)
 
 
 def _class_of(run: GradingRun, assignment: str) -> list[str]:

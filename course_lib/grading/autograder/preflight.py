@@ -14,6 +14,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from course_lib.grading.autograder import fixtures, gradebook_merge, submissions
+from course_lib.grading.sandbox.failures import nbgrader_error
 from course_lib.grading.sandbox.policy import running_as_root
 from course_lib.grading.sandbox.worker import AssignmentSetup, run_tracked, student_policy
 from course_lib.grading.settings import CODE_ROOT
@@ -124,8 +125,9 @@ def reference_shortfalls(setup: AssignmentSetup, outcome) -> list[str]:
             why = _cell_error(outcome.notebooks.get(name), grade_id) or "no error shown"
             problems.append(f"{name}/{grade_id}: {float(auto_score or 0):g}/{top:g} ({why})")
     if problems and not outcome.notebooks:
-        lines = outcome.log.strip().splitlines()
-        problems.append("nbgrader's log ends: " + " | ".join(lines[-6:]))
+        problems.append(f"nbgrader could not grade it: {nbgrader_error(outcome.log)}")
+    if problems and outcome.regraded:
+        problems.append(f"(graded twice: the first attempt failed outside the notebook: {outcome.regraded})")
     return problems
 
 

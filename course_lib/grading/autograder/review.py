@@ -1,8 +1,9 @@
 """Reading an autograded notebook for what an instructor must review, and tidying what students see.
 
-It finds dead kernels, cell timeouts and truncated output; shortens a deadlock (RanksHungError) to
-its message, without the timeout traceback; and writes the isolated re-check's verdict under each
-test cell it failed, so the feedback explains a score the notebook alone would not.
+It finds dead or stuck kernels, cell timeouts, a machine too busy and truncated output; shortens a
+deadlock (RanksHungError) to its message, without the timeout traceback; and writes the isolated
+re-check's verdict under each test cell it failed, so the feedback explains a score the notebook alone
+would not.
 """
 
 from __future__ import annotations
@@ -11,7 +12,13 @@ import re
 
 from nbformat.notebooknode import NotebookNode
 
-from course_lib.grading.sandbox.execute import KERNEL_DIED, OUTPUT_TRUNCATED
+from course_lib.grading.sandbox.execute import (
+    CELL_TIMEOUT,
+    KERNEL_DIED,
+    KERNEL_STUCK,
+    MACHINE_BUSY,
+    OUTPUT_TRUNCATED,
+)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 HANG_NAMES = ("RanksHungError",)
@@ -32,8 +39,13 @@ def execution_notes(notebook) -> list[str]:
             label = _grade_id(cell) or f"cell {index + 1}"
             if name == KERNEL_DIED and "while running this cell" in output.get("evalue", ""):
                 notes.append(f"the kernel died in {label}; what did not run scores 0")
-            elif name == "CellTimeoutError":
+            elif name == CELL_TIMEOUT:
                 notes.append(f"{label} ran past the per-cell time limit and was interrupted")
+            elif name == KERNEL_STUCK and "did not run" not in output.get("evalue", ""):
+                notes.append(f"{label} ran past its time limit and the kernel did not stop when interrupted; "
+                             "what did not run scores 0")
+            elif name == MACHINE_BUSY and "did not run" not in output.get("evalue", ""):
+                notes.append(f"{label}: the grading machine was too busy ({output.get('evalue', '')})")
             elif name in HANG_NAMES:
                 notes.append(f"{label}: the ranks deadlocked")
             elif output.get("output_type") == "stream" and truncated_marker in output.get("text", ""):

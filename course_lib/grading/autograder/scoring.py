@@ -10,6 +10,7 @@ from pathlib import Path
 import nbformat
 
 from course_lib.grading.autograder import class_files, gradebook_merge, report, review, submissions
+from course_lib.grading.sandbox.failures import nbgrader_error
 
 
 @dataclass
@@ -23,15 +24,25 @@ class Outcome:
     seconds: float
     notebooks: dict[str, nbformat.NotebookNode]
     verdicts: dict[str, dict]   # notebook -> {grade_id: Verdict}
+    regraded: str = ""          # why a first attempt was set aside and the submission graded again
+
+
+def attempt_notes(outcome: Outcome) -> list[str]:
+    """What the instructor must know about how the submission was graded: a first attempt set aside
+    (and why), and nbgrader's own error when it could not grade the submission at all."""
+    notes = []
+    if outcome.regraded:
+        notes.append(f"graded twice: the first attempt failed for a reason outside the student's code "
+                     f"({outcome.regraded}); this is the second attempt's grade")
+    if not outcome.ok and not outcome.notebooks:
+        notes.append(f"nbgrader could not grade this submission: {nbgrader_error(outcome.log)}; it scores 0")
+    return notes
 
 
 def finish(run, setup, outcome: Outcome) -> report.StudentResult:
     """In the parent: combine scores, merge into the gradebook, keep the autograded notebooks."""
     student, assignment = outcome.submission.student, setup.assignment
-    notes = list(outcome.submission.notes)
-    if not outcome.ok and not outcome.notebooks:
-        reason = outcome.log.strip().splitlines()[-1] if outcome.log.strip() else "no output"
-        notes.append(f"nbgrader could not grade this submission ({reason[:160]}): it scores 0")
+    notes = list(outcome.submission.notes) + attempt_notes(outcome)
     scores = gradebook_merge.read_autograded_scores(f"sqlite:///{outcome.run_dir / 'db' / 'gradebook.db'}",
                                                     assignment, student)
     review_cells = set()

@@ -1,20 +1,31 @@
-"""nbgrader's Execute step, hardened for hostile notebooks: capped output and a kernel that may die.
+"""nbgrader's Execute step, hardened for hostile notebooks and busy machines.
 
-A cell that prints 100 MB keeps only the first `max_output_bytes` of it; a kernel that dies
-(os._exit, a crash, a memory kill) no longer fails the whole submission: every cell from the one that
-killed it on gets an error output, so its tests score 0, and the notebook is marked for review.
+A cell that prints 100 MB keeps only the first `max_output_bytes` of it. A cell's time limit counts
+the time the machine gave it (cell_clock.py), so a correct cell is not cut because the grading machine
+is busy; one that has had its limit is interrupted and only that cell fails. A kernel that dies
+(os._exit, a crash, a memory kill) or does not come back to idle within `iopub_timeout` seconds after
+a cell's reply or its interrupt no longer fails the whole submission: the cells from there on get an
+error output, so their tests score 0, and the notebook is marked for review. Where the machine, not
+the student's code, was at fault, the output is named MACHINE_BUSY: the grader grades it again.
 """
 
 from __future__ import annotations
 
-from nbclient.exceptions import DeadKernelError
+from jupyter_core.utils import ensure_async, run_sync
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors.execute import NotebookClient
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Integer
+from traitlets import Float, Integer
+
+from course_lib.grading.sandbox.cell_clock import OVER_LIMIT, WITHIN, CellClock
 
 KERNEL_DIED = "KernelDied"
+KERNEL_STUCK = "KernelUnresponsive"
+MACHINE_BUSY = "GradingMachineBusy"
+CELL_TIMEOUT = "CellTimeoutError"
 OUTPUT_TRUNCATED = "... output truncated by the grader: this cell printed more than {limit} bytes ..."
+CHECK_EVERY_S = 2.0   # how often a running cell's clock is read
 
 
 def _output_size(output: NotebookNode) -> int:
@@ -24,20 +35,36 @@ def _output_size(output: NotebookNode) -> int:
     return sum(len(str(value)) for value in data.values()) + len("".join(output.get("traceback", [])))
 
 
+def error_output(ename: str, evalue: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+
+
 def kernel_died_output(cell_index: int, died_at: int) -> NotebookNode:
     where = "while running this cell" if cell_index == died_at else f"in cell {died_at + 1}, earlier"
-    return NotebookNode(
-        output_type="error", ename=KERNEL_DIED,
-        evalue=f"the Python kernel died {where} (os._exit, a crash or the memory limit); "
-               "this cell did not run and scores 0. An instructor will review this notebook.",
-        traceback=[f"{KERNEL_DIED}: the kernel died {where}; this cell did not run"])
+    return error_output(KERNEL_DIED, f"the Python kernel died {where} (os._exit, a crash or the memory "
+                                     "limit); this cell did not run and scores 0. An instructor will review "
+                                     "this notebook.")
+
+
+def stopped_output(cell_index: int, stopped_at: int, ename: str, why: str) -> NotebookNode:
+    """Under the cell where the kernel stopped answering (why) and each cell after it (did not run)."""
+    if cell_index == stopped_at:
+        return error_output(ename, why)
+    return error_output(ename, f"this cell did not run: the kernel stopped answering in cell "
+                               f"{stopped_at + 1} and was shut down; it scores 0")
 
 
 class SandboxedExecute(Execute):
-    """Execute with a per-cell output budget and survival of a dead kernel."""
+    """Execute with a per-cell output budget, a load-fair time limit and survival of a lost kernel."""
 
     max_output_bytes = Integer(
         1_000_000, help="Bytes of output one cell may keep; the rest is dropped with a note."
+    ).tag(config=True)
+    busy_stretch = Float(
+        6.0, help="While the machine is busy a cell may run up to this many times its limit in wall time."
+    ).tag(config=True)
+    iopub_timeout = Integer(
+        60, help="Seconds the kernel has to report idle after a cell's reply or interrupt (nbclient: 4)."
     ).tag(config=True)
 
     def output(self, outs, msg, display_id, cell_index):
@@ -59,35 +86,91 @@ class SandboxedExecute(Execute):
                                      text="\n" + OUTPUT_TRUNCATED.format(limit=self.max_output_bytes) + "\n"))
         return out
 
+    # --- the time limit: nbclient asks every CHECK_EVERY_S whether the cell may run on ---------------
+    def _get_timeout(self, cell):
+        limit = super()._get_timeout(cell)
+        return limit if cell is None or limit is None else min(limit, CHECK_EVERY_S)
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        limit = super()._get_timeout(cell)
+        root_pid = getattr(getattr(self.km, "provisioner", None), "pid", None)
+        self._clock = CellClock(limit, self.busy_stretch, root_pid) if limit else None
+        self._interrupted = None
+        return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+
+    execute_cell = run_sync(async_execute_cell)  # nbclient binds its own coroutine here
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        clock = getattr(self, "_clock", None)
+        if cell is None or clock is None:
+            return await super()._async_handle_timeout(timeout, cell)
+        verdict = clock.verdict()
+        if verdict is WITHIN:
+            return None  # no reply yet, but time left: nbclient waits another CHECK_EVERY_S
+        if verdict == OVER_LIMIT:
+            ename = CELL_TIMEOUT
+            why = f"this cell ran past its time limit ({clock.limit:g} s; it had {clock.describe()})"
+        else:
+            ename = MACHINE_BUSY
+            why = (f"the grading machine was too busy to give this cell its {clock.limit:g} s "
+                   f"(it had {clock.describe()})")
+        why += " and was interrupted"
+        grade_id = (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id", "")
+        self.log.error("cell %s: %s", grade_id, why)
+        self._interrupted = ename
+        await ensure_async(self.km.interrupt_kernel())
+        reply = {"status": "error", "ename": ename, "evalue": why, "traceback": [f"{ename}: {why}"]}
+        return {"content": reply}  # nbgrader's on_cell_executed writes it under the cell
+
+    # --- the notebook: a dead or stuck kernel costs the cells from there on, never the whole notebook ---
     def preprocess(self, nb, resources=None, km=None):
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
         self._output_bytes: dict[int, int] = {}
-        died_at = None
+        lost = None   # (cell index, how the kernel was lost)
         try:
             with self.setup_kernel():
                 info_msg = self.wait_for_reply(self.kc.kernel_info())
+                if info_msg is None:
+                    raise RuntimeError("the kernel did not answer kernel_info in time")
                 self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
-                for index, cell in enumerate(self.nb.cells):
-                    try:
-                        self.preprocess_cell(cell, resources, index)
-                    except DeadKernelError:
-                        died_at = index
-                        break
+                lost = self._run_cells(resources)
+                if lost is not None:
+                    self.shutdown_kernel = "immediate"  # a stuck kernel would not answer a polite request
         except Exception:
-            if died_at is None:
-                raise  # a real failure of the grader, not of the student's notebook
-            self.log.warning("kernel died; shutting it down raised", exc_info=True)
-        if died_at is not None:
-            self._mark_not_run(died_at)
+            if lost is None:
+                raise  # a real failure of the grader (a kernel that never started), not of the notebook
+            self.log.warning("the kernel was lost; shutting it down raised", exc_info=True)
+        if lost is not None:
+            self._mark_not_run(*lost)
         self.set_widgets_metadata()
         return self.nb, self.resources
 
-    def _mark_not_run(self, died_at: int) -> None:
-        self.log.warning("the kernel died in cell %d; the cells from there on score 0", died_at + 1)
-        for index in range(died_at, len(self.nb.cells)):
+    def _run_cells(self, resources) -> tuple[int, str] | None:
+        for index, cell in enumerate(self.nb.cells):
+            try:
+                self.preprocess_cell(cell, resources, index)
+            except DeadKernelError:
+                return index, KERNEL_DIED
+            except CellTimeoutError:  # nbclient's wait for the kernel to report idle ran out
+                return index, KERNEL_STUCK if self._interrupted == CELL_TIMEOUT else MACHINE_BUSY
+        return None
+
+    def _why_lost(self, how: str) -> str:
+        if how == KERNEL_STUCK:
+            return ("this cell ran past its time limit and the kernel did not stop when interrupted; it was "
+                    f"shut down after {self.iopub_timeout} s, so this cell and the ones after it score 0. "
+                    "An instructor will review this notebook.")
+        return (f"the kernel did not report back within {self.iopub_timeout} s: the grading machine was too "
+                "busy; this cell and the ones after it did not run")
+
+    def _mark_not_run(self, stopped_at: int, how: str) -> None:
+        self.log.warning("the kernel was lost in cell %d (%s); the cells from there on score 0",
+                         stopped_at + 1, how)
+        for index in range(stopped_at, len(self.nb.cells)):
             cell = self.nb.cells[index]
             if cell.cell_type == "code":
-                cell.outputs = [o for o in cell.get("outputs", []) if index == died_at]
-                cell.outputs.append(kernel_died_output(index, died_at))
+                cell.outputs = [o for o in cell.get("outputs", []) if index == stopped_at]
+                cell.outputs.append(kernel_died_output(index, stopped_at) if how == KERNEL_DIED
+                                    else stopped_output(index, stopped_at, how, self._why_lost(how)))

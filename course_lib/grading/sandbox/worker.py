@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from course_lib.dist.processes import Sessions, kill_processes_of_uid
+from course_lib.grading.sandbox import failures
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
 from course_lib.grading.settings import HIDDEN_CHECKS_ENV
 
@@ -51,6 +52,7 @@ class AutogradeRun:
     seconds: float
     course_dir: Path
     log: str = ""
+    regraded: str = ""   # why a first attempt was set aside (failures.machine_fault), if one was
 
     @property
     def db_path(self) -> Path:
@@ -106,9 +108,12 @@ def student_policy(setup: AssignmentSetup, uid: int, course_dir: Path) -> Sandbo
 
 
 def build_course(setup: AssignmentSetup, student: str, submission: dict[str, bytes], scratch: Path,
-                 uid: int) -> Path:
-    """The private course tree of one student; only the autograded folder is reachable by the kernel."""
-    course_dir = scratch / f"course-{student}"
+                 uid: int, attempt: int = 1) -> Path:
+    """The private course tree of one student; only the autograded folder is reachable by the kernel.
+
+    One folder per assignment and attempt: a student of two assignments is graded in two at once."""
+    course_dir = scratch / f"course-{setup.assignment}-{student}" if attempt == 1 else \
+        scratch / f"course-{setup.assignment}-{student}-attempt{attempt}"
     course_dir.mkdir(mode=0o700)
     if running_as_root():  # only this student's uid (as group) may traverse to its working folder
         os.chown(course_dir, 0, uid)
@@ -137,9 +142,25 @@ def build_course(setup: AssignmentSetup, student: str, submission: dict[str, byt
 
 def autograde(setup: AssignmentSetup, student: str, submission: dict[str, bytes], scratch: Path,
               uid: int) -> AutogradeRun:
-    """Run `nbgrader autograde` for one student in its own course; never raises for a bad notebook."""
+    """Run `nbgrader autograde` for one student in its own course; never raises for a bad notebook.
+
+    An attempt that failed for a reason outside the student's code (a kernel that could not start, a
+    machine too busy: failures.machine_fault) is set aside and the submission graded once more, in a
+    fresh course; the result's `regraded` says why.
+    """
     start = time.perf_counter()
-    course_dir = build_course(setup, student, submission, scratch, uid)
+    result = _attempt(setup, student, submission, scratch, uid, 1)
+    fault = failures.machine_fault(result.ok, result.log, result.autograded_dir(setup.assignment))
+    if fault is not None:
+        shutil.rmtree(result.course_dir, ignore_errors=True)
+        result = replace(_attempt(setup, student, submission, scratch, uid, 2), regraded=fault)
+    return replace(result, seconds=time.perf_counter() - start)
+
+
+def _attempt(setup: AssignmentSetup, student: str, submission: dict[str, bytes], scratch: Path,
+             uid: int, attempt: int) -> AutogradeRun:
+    start = time.perf_counter()
+    course_dir = build_course(setup, student, submission, scratch, uid, attempt)
     env = dict(os.environ, JUPYTER_PATH=str(course_dir / "jupyter"),
                JUPYTER_CONFIG_DIR=str(course_dir / "jupyter" / "config"), PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPATH", None)
