@@ -60,7 +60,8 @@ def hidden_cases(rng: random.Random, world_size: int) -> list[LossCase]:
     large = small + world_size * rng.randint(5, 9) + 1
     cases = [LossCase(tokens, small, splits=_widths(rng, small, world_size)),
              LossCase(tokens, large, splits=_widths(rng, large, world_size)),
-             LossCase(rng.randint(2, 6), rng.randint(world_size, 30), scale=rng.uniform(35.0, 60.0)),
+             LossCase(rng.randint(2, 6), rng.randint(world_size, 30), scale=rng.uniform(1.0, 5.0),
+                      offset=rng.uniform(100.0, 200.0)),
              LossCase(rng.randint(2, 6), rng.randint(world_size, 30), "float64"),
              LossCase(1, rng.randint(world_size, 30))]
     return cases

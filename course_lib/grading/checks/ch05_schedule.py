@@ -162,8 +162,7 @@ def memory_problems(stages: int, microbatches: int, ops) -> list[str]:
         limit = min(stages - s, microbatches)
         if held > limit:
             problems.append(f"{where}, stage {s}: holds the activations of {held} micro-batches at once; "
-                            f"1F1B holds at most stages - s = {limit} on stage s (p - s micro-batches are "
-                            "on their way through the stages below it)")
+                            f"1F1B holds at most min(stages - s, microbatches) = {limit} on stage s")
     return problems
 
 

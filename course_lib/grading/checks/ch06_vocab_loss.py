@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_lib.dist import record_traffic
+from course_lib.dist import record_traffic, run_ranks
 from course_lib.grading.attempt.rank_attempt import (
     FailureText,
     RankRun,
@@ -38,13 +38,15 @@ VISIBLE_SEED = 2024
 
 @dataclass(frozen=True)
 class LossCase:
-    """``tokens`` rows of logits over ``vocab`` classes, drawn as ``scale * randn``; ``splits`` gives each
-    rank's slice width (default: as even as possible, the first ranks one wider)."""
+    """``tokens`` rows of logits over ``vocab`` classes, drawn as ``offset + scale * randn`` (an offset past
+    88.7 overflows exp in float32); ``splits`` gives each rank's slice width (default: as even as possible,
+    the first ranks one wider)."""
 
     tokens: int
     vocab: int
     dtype: str = "float32"
     scale: float = 3.0
+    offset: float = 0.0
     splits: tuple | None = None
 
     def slices(self, world_size: int) -> list[tuple[int, int]]:
@@ -56,16 +58,17 @@ class LossCase:
     def describe(self, world_size: int) -> str:
         widths = [stop - start for start, stop in self.slices(world_size)]
         return (f"{self.tokens} tokens, vocabulary {self.vocab} split {widths} over {world_size} rank(s), "
-                f"{self.dtype}, logits up to about {4 * self.scale:g}")
+                f"{self.dtype}, logits {self.offset:g} +- {3 * self.scale:g}")
 
 
-VISIBLE_CASES = (LossCase(6, 11), LossCase(6, 29), LossCase(5, 13, scale=40.0), LossCase(4, 7, "float64"))
+VISIBLE_CASES = (LossCase(6, 11), LossCase(6, 29), LossCase(5, 13, offset=120.0), LossCase(4, 7, "float64"))
 
 
 def case_tensors(case: LossCase, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The whole logits (tokens x vocab, in the case's dtype) and the target class of every token."""
     generator = torch.Generator().manual_seed(seed)
-    logits = case.scale * torch.randn(case.tokens, case.vocab, generator=generator, dtype=torch.float64)
+    logits = case.offset + case.scale * torch.randn(case.tokens, case.vocab, generator=generator,
+                                                    dtype=torch.float64)
     target = torch.randint(case.vocab, (case.tokens,), generator=generator)
     return logits.to(DTYPES[case.dtype]), target
 
@@ -217,3 +220,36 @@ def check_vocab_parallel_loss_traffic(vocab_parallel_cross_entropy) -> None:
     _visible(vocab_parallel_cross_entropy, traffic_problems, f"{NAME} moves more than per-token values")
     print(f"{NAME}: only all-reduces of per-token values, the same bytes for vocabularies "
           f"{VISIBLE_CASES[0].vocab} and {VISIBLE_CASES[1].vocab}")
+
+
+def _yours_and_loss_parallel(rank, world_size, student, case, seed):
+    """Rank side: the student's loss with its recorded calls, then DTensor's loss_parallel with its calls
+    (counted by DTensor's CommDebugMode: its collectives start in C++, out of the recorder's sight)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+    from torch.distributed.tensor.debug import CommDebugMode
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    yours = _run_losses(rank, world_size, student, [case], seed)[0]
+    logits, target = case_tensors(case, seed)
+    sharded = distribute_tensor(logits, init_device_mesh("cpu", (world_size,)), [Shard(1)]).requires_grad_()
+    with CommDebugMode() as comm, loss_parallel():
+        loss = nn.functional.cross_entropy(sharded, target)
+        loss.backward()
+    counts = {str(op).rsplit(".", 1)[-1]: count for op, count in comm.get_comm_counts().items()}
+    mine = [op for op, _ in yours["forward"] + yours["backward"]]
+    return {"yours": (yours["loss"], {op: mine.count(op) for op in dict.fromkeys(mine)}),
+            "loss_parallel": (loss.to_local().item(), counts)}
+
+
+def compare_with_loss_parallel(vocab_parallel_cross_entropy, world_size: int = 2,
+                               case: LossCase = VISIBLE_CASES[0]) -> dict:
+    """Your loss and PyTorch's loss_parallel on the same logits split over ``world_size`` ranks:
+    {"yours" | "loss_parallel": (rank 0's loss, {collective: calls in forward and backward})}."""
+    # Imported once here, not once per forked rank: DTensor's parallel package pulls in torch._dynamo.
+    import torch._dynamo  # noqa: F401
+    import torch.distributed.tensor.parallel  # noqa: F401
+
+    student = as_student_function(vocab_parallel_cross_entropy, NAME, refusal=REFUSAL)
+    return run_ranks(_yours_and_loss_parallel, world_size, student, case, VISIBLE_SEED, timeout=60,
+                     plain_results=True)[0]
