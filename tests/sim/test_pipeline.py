@@ -174,3 +174,12 @@ def test_the_v_placement_hands_the_middle_over_locally_and_the_first_stage_compu
     # chunk time 1: F 0-1 (s0), hop, F 1.5-2.5 (s1), F 2.5-3.5 (s1, local), hop, F 4-5 (s0), B 5-6 (s0), hop,
     # B 6.5-7.5 (s1), B 7.5-8.5 (s1, local), hop, B 9-10 (s0)
     assert t.makespan == 10.0 and sum(e.kind == "comm" for e in t.events()) == 4
+
+
+@settings(database=None, max_examples=40, deadline=None)
+@given(p=st.integers(2, 8), groups=st.integers(2, 4), v=st.integers(2, 4))
+def test_interleaving_costs_stage_0_p_minus_1_over_v_more_microbatches(p, groups, v):
+    # Korthikanti et al. 2022, section 4.2.3: the first stage's activations grow by 1 + (p-1)/(p v)
+    t = simulate_pipeline(pipeline_schedule("interleaved_1f1b", p, p * groups, v), 1.0, 2.0)
+    assert t.peak_activations[0] == pytest.approx(p + (p - 1) / v)
+    assert t.peak_activations[0] == pytest.approx(p * (1 + (p - 1) / (p * v)))
