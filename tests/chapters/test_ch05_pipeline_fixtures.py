@@ -6,6 +6,7 @@ lesson's own import lines as the judge runs it; the solution notebook's own cell
 shortcut's feedback names what was refused.
 """
 
+import functools
 import json
 from pathlib import Path
 
@@ -24,7 +25,13 @@ FIXTURES = ROOT / "autograde_tests" / "fixtures"
 SOLUTION = ROOT / "solutions" / "05_pipeline_parallel" / "05_pipeline_parallel.ipynb"
 RELEASE = ROOT / "notebooks" / "05_pipeline_parallel" / "05_pipeline_parallel.ipynb"
 PRELUDE = lesson_imports(RELEASE)
-exec(compile(PRELUDE, "<lesson imports, once in the parent>", "exec"), {})   # the children inherit them
+
+
+@functools.cache
+def _lesson_imported() -> bool:
+    """The lesson's imports, once in this process, so that every forked child inherits them."""
+    exec(compile(PRELUDE, "<lesson imports, once in the parent>", "exec"), {})
+    return True
 
 # Test cell -> (the function it grades, the hidden check it calls), as in the notebook, per fixture folder.
 TEST_CELLS = {
@@ -58,6 +65,7 @@ def expected(folder: str) -> dict:
 
 def earned_points(folder: str, sources: list[str]) -> tuple[dict, dict]:
     """Points per test cell of ``folder``'s part, and the failure message of each failing cell."""
+    _lesson_imported()
     points, messages = {}, {}
     for grade_id, (name, check) in TEST_CELLS[folder].items():
         try:

@@ -6,6 +6,7 @@ cell, run after the lesson's own import lines as the judge runs it; the solution
 full marks. A shortcut's feedback names what was refused.
 """
 
+import functools
 import json
 from pathlib import Path
 
@@ -25,7 +26,13 @@ FIXTURES = ROOT / "autograde_tests" / "fixtures"
 SOLUTION = ROOT / "solutions" / "06_tensor_parallel" / "06_tensor_parallel.ipynb"
 RELEASE = ROOT / "notebooks" / "06_tensor_parallel" / "06_tensor_parallel.ipynb"
 PRELUDE = lesson_imports(RELEASE)
-exec(compile(PRELUDE, "<lesson imports, once in the parent>", "exec"), {})   # the children inherit them
+
+
+@functools.cache
+def _lesson_imported() -> bool:
+    """The lesson's imports, once in this process, so that every forked child inherits them."""
+    exec(compile(PRELUDE, "<lesson imports, once in the parent>", "exec"), {})
+    return True
 PAIR = ("ColumnParallelLinear", "RowParallelLinear")
 LOSS = ("vocab_parallel_cross_entropy",)
 
@@ -59,6 +66,7 @@ def expected(folder: str) -> dict:
 
 def earned_points(folder: str, sources: list[str]) -> tuple[dict, dict]:
     """Points per test cell of ``folder``'s part, and the failure message of each failing cell."""
+    _lesson_imported()
     points, messages = {}, {}
     for grade_id, (names, check) in TEST_CELLS[folder].items():
         try:
