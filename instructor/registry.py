@@ -9,7 +9,9 @@ from course_lib.grading.autograder.judge import IsolatedCheck
 CH01 = "ch01_mlp:"
 CH02 = "ch02_ring:"
 CH05 = "ch05_pipeline:"
+CH05_ZB = "ch05_zero_bubble:"
 CH06 = "ch06_tensor_parallel:"
+CH06_VOCAB = "ch06_vocab_loss:"
 TP_PAIR = ("ColumnParallelLinear", "RowParallelLinear")
 CH08 = "ch08_mesh:"
 CH03 = "ch03_ddp:"
@@ -46,6 +48,12 @@ CHECKS = {
         CH05 + "check_one_f_one_b_memory_hidden", ("one_f_one_b",)),
     ("05_pipeline_parallel", "test_one_f_one_b_makespan"): IsolatedCheck(
         CH05 + "check_one_f_one_b_makespan_hidden", ("one_f_one_b",)),
+    ("05_pipeline_parallel", "test_zero_bubble_h1_dependencies"): IsolatedCheck(
+        CH05_ZB + "check_zero_bubble_h1_dependencies_hidden", ("zero_bubble_h1",)),
+    ("05_pipeline_parallel", "test_zero_bubble_h1_memory"): IsolatedCheck(
+        CH05_ZB + "check_zero_bubble_h1_memory_hidden", ("zero_bubble_h1",)),
+    ("05_pipeline_parallel", "test_zero_bubble_h1_makespan"): IsolatedCheck(
+        CH05_ZB + "check_zero_bubble_h1_makespan_hidden", ("zero_bubble_h1",)),
     ("05_pipeline_parallel", "test_run_stage_gpipe"): IsolatedCheck(
         CH05 + "check_run_stage_gpipe_hidden", ("run_stage",)),
     ("05_pipeline_parallel", "test_run_stage_1f1b"): IsolatedCheck(
@@ -68,6 +76,12 @@ CHECKS = {
         CH06 + "check_tensor_parallel_mlp_traffic_hidden", TP_PAIR),
     ("06_tensor_parallel", "test_tensor_parallel_block"): IsolatedCheck(
         CH06 + "check_tensor_parallel_block_hidden", TP_PAIR),
+    ("06_tensor_parallel", "test_vocab_parallel_loss_values"): IsolatedCheck(
+        CH06_VOCAB + "check_vocab_parallel_loss_values_hidden", ("vocab_parallel_cross_entropy",)),
+    ("06_tensor_parallel", "test_vocab_parallel_loss_gradients"): IsolatedCheck(
+        CH06_VOCAB + "check_vocab_parallel_loss_gradients_hidden", ("vocab_parallel_cross_entropy",)),
+    ("06_tensor_parallel", "test_vocab_parallel_loss_traffic"): IsolatedCheck(
+        CH06_VOCAB + "check_vocab_parallel_loss_traffic_hidden", ("vocab_parallel_cross_entropy",)),
     ("08_nd_parallelism", "test_mesh_coordinates"): IsolatedCheck(
         CH08 + "check_mesh_coordinates_hidden", ("mesh_coordinates",)),
     ("08_nd_parallelism", "test_mesh_groups"): IsolatedCheck(

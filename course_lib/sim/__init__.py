@@ -62,7 +62,8 @@ from .search.published import (
 from .search.search import format_layouts, search_layouts
 from .step.expert_layer import expert_layer_timeline
 from .step.memory_plan import memory_per_device
-from .step.schedules import Schedule, bubble_fraction_formula, pipeline_schedule, simulate_pipeline
+from .step.pipeline_play import simulate_pipeline
+from .step.schedules import Schedule, bubble_fraction_formula, pipeline_schedule
 from .step.step_report import StepReport
 from .step.training_step import simulate_training_step
 from .timeline import Event, Span, Timeline

@@ -17,5 +17,6 @@ ALGORITHM_OPS = {"double_binary_tree": ("all_reduce",),
 SEGMENTED_OPS = ("all_reduce", "reduce_scatter", "all_gather")   # what gloo's ring cuts into segments
 
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
+PIPELINE_PLACEMENTS = ("loop", "v")     # where a stage's chunks sit in the model (schedules.py)
 RECOMPUTE = ("none", "selective", "full")
 EVENT_KINDS = ("compute", "comm", "idle")

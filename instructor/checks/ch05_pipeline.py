@@ -2,7 +2,8 @@
 
 Part 1 asks the student's one_f_one_b for many (stages, microbatches) pairs, 1 to 8 stages, including
 fewer micro-batches than stages and a single stage, some drawn at grading time from a seed taken from
-os.urandom; the generator runs in a child process with course_lib.sim.pipeline_schedule refused. Part 2
+os.urandom; the generator runs in a child process under the exercise's refusal (course_lib, whose
+simulator holds the course's generator, and torch.distributed.pipelining, PyTorch's schedules). Part 2
 runs the student's run_stage on 2, 3 and 4 real gloo ranks with the course's GPipe and 1F1B op lists,
 on a batch drawn from the seed, and compares every gradient with single-process training computed here.
 Every failure message names the seed. Every run has a short timeout: a deadlock costs points only.
@@ -20,8 +21,8 @@ Test cells of solutions/05_pipeline_parallel/05_pipeline_parallel.ipynb, their p
                                      --
                                      13
 
-Calling the course's generator fails every part-1 check. The expected points of known-wrong
-submissions: autograde_tests/fixtures/pipeline/expected_scores.json.
+Running refused code fails the check that met it, with feedback naming what was refused. The points of
+known-wrong submissions: autograde_tests/fixtures/pipeline/expected_scores.json.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch05_schedule import generate_schedules, schedule_problems
+from course_lib.grading.checks.ch05_schedule import REFUSAL, generate_schedules, schedule_problems
+from course_lib.grading.checks.ch05_stage import REFUSAL as RUN_STAGE_REFUSAL
 from course_lib.grading.checks.ch05_stage import (
     gradient_problems,
     mismatch_problems,
@@ -73,7 +75,7 @@ def _schedules(student, seed):
 
 
 def _part_one(one_f_one_b, aspect: str, what: str) -> None:
-    student = as_student_function(one_f_one_b, "one_f_one_b")
+    student = as_student_function(one_f_one_b, "one_f_one_b", refusal=REFUSAL)
     (pairs, outcomes, error), seed = _cached("one_f_one_b", student, _schedules)
     fail_with(_with_seed(schedule_problems(outcomes, pairs, aspect, error), seed), what)
 
@@ -84,9 +86,9 @@ def check_one_f_one_b_dependencies_hidden(one_f_one_b) -> None:
 
 
 def check_one_f_one_b_memory_hidden(one_f_one_b) -> None:
-    """Warm-up of min(stages - s, microbatches) forwards on stage s, and never more activations held."""
+    """Stage s never holds more than min(stages - s, microbatches) micro-batches of activations."""
     _part_one(one_f_one_b, "memory",
-              "one_f_one_b does not warm up or hold activations like 1F1B on hidden cases")
+              "one_f_one_b holds more activations than 1F1B on hidden cases")
 
 
 def check_one_f_one_b_makespan_hidden(one_f_one_b) -> None:
@@ -109,7 +111,7 @@ def _stage_runs(student, seed):
 
 
 def _part_two(run_stage, problems_of, kinds, what: str) -> None:
-    student = as_student_function(run_stage, "run_stage")
+    student = as_student_function(run_stage, "run_stage", refusal=RUN_STAGE_REFUSAL)
     runs, seed = _cached("run_stage", student, _stage_runs)
     fail_with(_with_seed([p for kind in kinds for run in runs[kind] for p in problems_of(run)], seed), what)
 
@@ -133,7 +135,7 @@ def check_run_stage_traffic_hidden(run_stage) -> None:
 
 def check_run_stage_mismatch_hidden(run_stage) -> None:
     """A step runs with matching op lists, and stops (error or timeout) with lists that disagree."""
-    student = as_student_function(run_stage, "run_stage")
+    student = as_student_function(run_stage, "run_stage", refusal=RUN_STAGE_REFUSAL)
     runs, seed = _cached("run_stage", student, _stage_runs)
     completed = runs["gpipe"][0]
     mismatched = run_mismatched(student, seed, MISMATCH_TIMEOUT_S) if completed.error is None else completed

@@ -22,12 +22,15 @@ Test cells of solutions/06_tensor_parallel/06_tensor_parallel.ipynb, their point
 What each one demands (every check fails if the code raises or hangs):
 - shards: on every rank, a layer made of the column shard gives that rank's slice of the output
   features; the row shards, fed their slices of the input features, sum (plus the whole bias, returned
-  once) to the layer's output; a size that does not divide by N raises ValueError.
+  once) to the layer's output; an optimizer step on a shard leaves the layer as it was (new tensors, not
+  views); a size that does not divide by N raises ValueError.
 - layers, MLP, block: on every rank the output, the input gradient and every parameter gradient equal
   the unsharded model's (for a sharded parameter: the local layer's gradient on this rank's activations).
 - traffic: on 2, 3 and 4 ranks exactly one all_reduce of the MLP's output bytes in forward and one of
   its input gradient's in backward, and no other collective (values are not judged here).
-The expected points of known-wrong submissions: autograde_tests/fixtures/tensor_parallel/expected_scores.json.
+Every run is under the exercise's refusal (course_lib, DTensor and the functional collectives: REFUSAL in
+course_lib/grading/checks/ch06_tensor_parallel.py), which costs the check that meets it. The expected
+points of known-wrong submissions: autograde_tests/fixtures/tensor_parallel/expected_scores.json.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ on a right answer and on the mistake it exists to catch.
 import pytest
 import torch
 
-from course_lib import sim
 from course_lib.dist.stage_timing import stage_timeline, time_stage
 from course_lib.grading.checks import ch05_schedule as checks
 from course_lib.grading.checks.ch05_stage import (
@@ -39,7 +38,7 @@ def test_the_course_1f1b_passes_every_aspect(stages, microbatches):
 def test_gpipe_is_valid_but_holds_too_much_and_differs_in_makespan_with_hops():
     ops = ops_of("gpipe", 4, 8)
     assert checks.dependency_problems(4, 8, ops) == []
-    assert "8 forwards before the first backward" in checks.memory_problems(4, 8, ops)[0]
+    assert "stage 0: holds the activations of 8 micro-batches" in checks.memory_problems(4, 8, ops)[0]
     assert "simulated makespan" in checks.makespan_problems(4, 8, ops)[0]
 
 
@@ -66,23 +65,31 @@ def test_memory_counts_activations_held_after_a_right_warmup():
     assert "holds the activations of 3" in checks.memory_problems(2, 4, ops)[0]
 
 
-def test_the_course_generator_is_refused_however_it_was_imported_and_restored_after():
-    from course_lib.sim import pipeline_schedule as imported_before
+def test_a_schedule_without_warmup_keeps_within_memory_but_not_the_makespan():
+    # F0 B0 F1 B1 ... on every stage: one micro-batch held, but the stages wait on each other
+    ops = [[op for m in range(8) for op in (["F", m], ["B", m])] for _ in range(4)]
+    assert checks.memory_problems(4, 8, ops) == []
+    assert "simulated makespan" in checks.makespan_problems(4, 8, ops)[0]
 
-    with checks.refusing_course_generator():
-        with pytest.raises(PermissionError, match="must build the schedule itself"):
-            imported_before("1f1b", 2, 2)
-        with pytest.raises(PermissionError):
-            sim.simulate_training_step(sim.LLAMA3_8B, sim.make_cluster(1), pp=2, dp=4, microbatches=2,
-                                       check_memory=False)
-    assert len(imported_before("1f1b", 2, 2).ops) == 2
+
+def test_the_memory_message_states_the_contract_never_the_warmup_count():
+    ops = ops_of("gpipe", 3, 5)
+    message = " ".join(checks.memory_problems(3, 5, ops))
+    assert "min(stages - s, microbatches)" in message and "warm" not in message
 
 
 def test_a_refused_call_and_other_errors_are_reported_per_pair():
-    outcomes = [["error", "PermissionError: ... course_lib.sim.pipeline_schedule ..."],
+    outcomes = [["error", "course_lib.grading.attempt.refused_code.RefusedCodeError: one_f_one_b ran "
+                          "pipeline_schedule from course_lib, which this exercise refuses: ..."],
                 ["error", "KeyError: 3"]]
     problems = checks.schedule_problems(outcomes, [(2, 2), (3, 1)], "memory")
-    assert problems[0] == checks.REFUSED and "one_f_one_b(3, 1) raised KeyError" in problems[1]
+    assert problems[0].startswith("one_f_one_b ran pipeline_schedule from course_lib, which this exercise")
+    assert "one_f_one_b(3, 1) raised KeyError" in problems[1]
+
+
+def test_the_refusal_names_torch_pipelining_and_no_check_swaps_course_code():
+    assert checks.REFUSAL.modules == ("torch.distributed.pipelining",)
+    assert not hasattr(checks, "refusing_course_generator")
 
 
 def _run(kind, stages, microbatches, events=None, grads=None, loss=1.0):

@@ -8,13 +8,18 @@ import torch
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch06_tensor_parallel_ranks import (
     LayerCase,
+    _filled,
     _reference,
     build_full,
     case_tensors,
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.checks.ch06_tensor_parallel_shards import _judge_shards, shard_layouts
+from course_lib.grading.checks.ch06_tensor_parallel_shards import (
+    _judge_shards,
+    _trains_the_layer,
+    shard_layouts,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 11
@@ -94,9 +99,33 @@ def test_layouts_cover_every_world_size_and_a_size_that_does_not_divide():
 
 def test_course_lib_never_calls_a_collective_in_the_tensor_parallel_checks():
     """The checks compare with unsharded models and DTensor; a collective there would be an answer."""
-    for path in (ROOT / "course_lib" / "grading").glob("tensor_parallel_*.py"):
+    paths = sorted((ROOT / "course_lib" / "grading" / "checks").glob("ch06_*.py"))
+    assert len(paths) >= 4
+    for path in paths:
         calls = {node.func.attr for node in ast.walk(ast.parse(path.read_text()))
                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
         assert not calls & {"all_reduce", "all_gather", "reduce_scatter", "all_gather_into_tensor",
                             "reduce_scatter_tensor"}, path
         assert "autograd.Function" not in path.read_text(), path
+
+
+def test_an_optimizer_step_on_a_view_trains_the_layer_and_the_layer_is_put_back():
+    linear = torch.nn.Linear(4, 6)
+    before = linear.weight.detach().clone()
+    views = (linear.weight.detach()[:3], linear.bias.detach()[:3])
+    assert _trains_the_layer(linear, *views) == ["weight", "bias"]
+    assert _trains_the_layer(linear, linear.weight[:, 2:], None) == ["weight"]    # not detached: still a view
+    copies = (linear.weight.detach()[:3].clone(), linear.bias.detach().clone())
+    assert _trains_the_layer(linear, *copies) == []
+    assert torch.equal(linear.weight, before)
+
+
+def test_a_shard_that_shares_the_layers_memory_is_named():
+    layout = (6, 8, 2, True)
+    linear = _filled(torch.nn.Linear(6, 8), SEED, torch.float32)
+    right = [{"weight": w.detach().clone(), "bias": b.detach().clone(), "trains": []}
+             for w, b in zip(linear.weight.chunk(2), linear.bias.chunk(2), strict=True)]
+    assert _judge_shards("column", layout, right, SEED) == []
+    views = [dict(shard, trains=["weight", "bias"]) for shard in right]
+    [problem] = _judge_shards("column", layout, views, SEED)
+    assert "changed the layer's weight and bias" in problem and "return new tensors" in problem

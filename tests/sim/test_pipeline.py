@@ -105,3 +105,81 @@ def test_bad_times():
         simulate_pipeline(pipeline_schedule("gpipe", 2, 2), [1.0], 1.0)
     with pytest.raises(ValueError, match="t_comm"):
         simulate_pipeline(pipeline_schedule("gpipe", 2, 2), 1.0, 1.0, t_comm=-1)
+
+
+# -- split backward (B, then W) and the V placement ---------------------------------------------------
+def _with_w_after_each_b(schedule):
+    return [[x for op in stage for x in ([op, ("W", *op[1:])] if op[0] == "B" else [op])]
+            for stage in schedule.ops]
+
+
+def test_hand_computed_split_backward():
+    # 2 stages, 1 micro-batch, F=1, B=2, W=0.5. Stage 1: F 1-2, B 2-4, W 4-4.5. Stage 0: F 0-1, then its
+    # B waits only for stage 1's B (not its W): 4-6, W 6-6.5. Without the split, stage 0's B ends at 7.
+    split = Schedule("split", 2, 1, 1, [[("F", 0), ("B", 0), ("W", 0)], [("F", 0), ("B", 0), ("W", 0)]])
+    t = simulate_pipeline(split, 1.0, 2.0, t_weight=0.5)
+    assert [e[:3] for e in t.lanes[0]] == [(0, 1, "compute"), (4, 6, "compute"), (6, 6.5, "compute")]
+    assert t.makespan == 6.5 and [e.label for e in t.lanes[1]] == ["F0", "B0", "W0"]
+    whole = simulate_pipeline(pipeline_schedule("gpipe", 2, 1), 1.0, 2.0, t_weight=0.5)
+    assert whole.makespan == 7.0          # a B without its W runs the whole backward, B + W
+
+
+@settings(database=None, max_examples=40, deadline=None)
+@given(p=stages, m=micro, tf=times, tb=times, tw=times)
+def test_splitting_the_backward_takes_the_weight_gradient_off_the_chain_between_stages(p, m, tf, tb, tw):
+    full = simulate_pipeline(pipeline_schedule("1f1b", p, m), tf, tb, t_weight=tw)
+    ops = _with_w_after_each_b(pipeline_schedule("1f1b", p, m))
+    split = simulate_pipeline(Schedule("1f1b split", p, m, 1, ops), tf, tb, t_weight=tw)
+    assert full.makespan == pytest.approx((m + p - 1) * (tf + tb + tw))
+    assert split.makespan <= full.makespan + 1e-9
+    if m >= p:
+        assert split.makespan == pytest.approx(m * (tf + tb + tw) + (p - 1) * (tf + tb))
+
+
+def test_activations_are_held_until_the_weight_gradient():
+    late = Schedule("w late", 1, 3, 1, [[("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2), ("B", 2),
+                                          ("W", 0), ("W", 1), ("W", 2)]])
+    assert simulate_pipeline(late, 1.0, 1.0, t_weight=1.0).peak_activations == [3]
+    early = Schedule("w early", 1, 3, 1, [[op for mb in range(3) for op in (("F", mb), ("B", mb), ("W", mb))]
+                                          ])
+    assert simulate_pipeline(early, 1.0, 1.0, t_weight=1.0).peak_activations == [1]
+
+
+def test_weight_gradients_are_checked_like_every_op():
+    with pytest.raises(ValueError, match=r"weight gradient \(W\) of microbatch 0 comes before its backward"):
+        Schedule("bad", 1, 1, 1, [[("F", 0), ("W", 0), ("B", 0)]])
+    with pytest.raises(ValueError, match="appears twice"):
+        Schedule("bad", 1, 1, 1, [[("F", 0), ("B", 0), ("W", 0), ("W", 0)]])
+    with pytest.raises(ValueError, match="t_weight"):
+        simulate_pipeline(pipeline_schedule("1f1b", 2, 2), 1.0, 1.0, t_weight=-1.0)
+
+
+def test_the_v_placement_puts_a_stages_two_chunks_at_both_ends_of_the_model():
+    p = 3
+    v = Schedule("v", p, 1, 2, [[("F", 0, 0), ("F", 0, 1), ("B", 0, 1), ("B", 0, 0)]] * p, placement="v")
+    assert [v.virtual_stage(s, c) for c in (0, 1) for s in range(p)] == [0, 1, 2, 5, 4, 3]
+    assert [v.stage_of(j) for j in range(2 * p)] == [0, 1, 2, 2, 1, 0]
+    loop = Schedule("loop", p, 1, 2, [[("F", 0, 0), ("F", 0, 1), ("B", 0, 1), ("B", 0, 0)]] * p)
+    assert [loop.stage_of(j) for j in range(2 * p)] == [0, 1, 2, 0, 1, 2]
+    with pytest.raises(ValueError, match="virtual_stages=2"):
+        Schedule("v", p, 1, 1, [[("F", 0), ("B", 0)]] * p, placement="v")
+    with pytest.raises(ValueError, match="placement must be one of"):
+        Schedule("x", p, 1, 1, [[("F", 0), ("B", 0)]] * p, placement="ring")
+
+
+def test_the_v_placement_hands_the_middle_over_locally_and_the_first_stage_computes_the_loss():
+    # one micro-batch through 2 stages x 2 chunks in a V: 0 -> 1 -> 1 (local) -> 0; hops cost 0.5
+    ops = [[("F", 0, 0), ("F", 0, 1), ("B", 0, 1), ("B", 0, 0)]] * 2
+    t = simulate_pipeline(Schedule("v", 2, 1, 2, ops, placement="v"), 2.0, 2.0, t_comm=0.5)
+    # chunk time 1: F 0-1 (s0), hop, F 1.5-2.5 (s1), F 2.5-3.5 (s1, local), hop, F 4-5 (s0), B 5-6 (s0), hop,
+    # B 6.5-7.5 (s1), B 7.5-8.5 (s1, local), hop, B 9-10 (s0)
+    assert t.makespan == 10.0 and sum(e.kind == "comm" for e in t.events()) == 4
+
+
+@settings(database=None, max_examples=40, deadline=None)
+@given(p=st.integers(2, 8), groups=st.integers(2, 4), v=st.integers(2, 4))
+def test_interleaving_costs_stage_0_p_minus_1_over_v_more_microbatches(p, groups, v):
+    # Korthikanti et al. 2022, section 4.2.3: the first stage's activations grow by 1 + (p-1)/(p v)
+    t = simulate_pipeline(pipeline_schedule("interleaved_1f1b", p, p * groups, v), 1.0, 2.0)
+    assert t.peak_activations[0] == pytest.approx(p + (p - 1) / v)
+    assert t.peak_activations[0] == pytest.approx(p * (1 + (p - 1) / (p * v)))

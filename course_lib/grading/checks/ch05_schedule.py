@@ -1,45 +1,28 @@
 """Checks of chapter 05's first exercise, a 1F1B schedule: run the student's generator, judge the ops.
 
-The student's function runs in a child process (with the course's own generator refused); the judging
-side checks the ops it returned: dependencies, warm-up depth, activations held, and simulated makespan.
+The student's function runs in a child process under the exercise's refusal (course_lib, which holds the
+course's own generator, and torch.distributed.pipelining, which holds PyTorch's); the judging side checks
+the ops it returned: dependencies, activations held, and simulated makespan.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import traceback
 
 from course_lib import sim
 from course_lib.dist import RankFailure, RanksHungError, run_ranks
 from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.attempt.refusals import Refusal, check_not_refused
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.sim.step import schedules as sim_pipeline
 
-REFUSED = ("one_f_one_b must build the schedule itself: calling course_lib.sim.pipeline_schedule, the "
-           "course's own generator, is not allowed in this exercise")
+PIPELINING = ("torch.distributed.pipelining",)   # PyTorch's schedules (Schedule1F1B, its action lists)
+REFUSAL = Refusal("one_f_one_b", modules=PIPELINING,
+                  why="the exercise is to work out the 1F1B order yourself")
 # (t_forward, t_backward, t_comm): equal stages, backward twice forward; uneven stages with hops.
 TIMINGS = ((1.0, 2.0, 0.0), (1.0, 1.0, 0.25), ("uneven", "uneven", 0.4))
 VISIBLE_PAIRS = ((4, 8), (3, 3), (2, 1), (1, 4))
 VISIBLE_TIMEOUT_S = 20
-
-
-def _refused(kind, stages, microbatches, virtual_stages=1):
-    raise PermissionError("one_f_one_b must build the schedule itself: calling "
-                          "course_lib.sim.pipeline_schedule, the course's own generator, "
-                          "is not allowed in this exercise")
-
-
-@contextlib.contextmanager
-def refusing_course_generator():
-    """While inside, every call of course_lib.sim.pipeline_schedule raises, however it was imported."""
-    target = sim_pipeline.pipeline_schedule
-    saved = target.__code__
-    target.__code__ = _refused.__code__   # the one function object every import name points to
-    try:
-        yield
-    finally:
-        target.__code__ = saved
 
 
 def _plain_ops(schedule) -> list:
@@ -61,17 +44,18 @@ def _generate(rank, world_size, student, pairs):
     """Child side: the student's schedule for every (stages, microbatches), or the error it raised."""
     function = student.resolve()
     outcomes = []
-    with refusing_course_generator():
-        for stages, microbatches in pairs:
-            try:
-                outcomes.append(["ok", _plain_ops(function(stages, microbatches))])
-            except Exception as error:  # noqa: BLE001 - each pair is judged on its own
-                outcomes.append(["error", "".join(traceback.format_exception_only(error)).strip()])
+    for stages, microbatches in pairs:
+        try:
+            outcomes.append(["ok", _plain_ops(function(stages, microbatches))])
+        except Exception as error:  # noqa: BLE001 - each pair is judged on its own
+            outcomes.append(["error", "".join(traceback.format_exception_only(error)).strip()])
+    check_not_refused()   # a refusal the student's code caught still costs the points
     return outcomes
 
 
 def generate_schedules(student, pairs, timeout: float) -> tuple[list, str | None]:
-    """Per pair ["ok", ops] or ["error", text], run in a child process; or ([], why it did not run)."""
+    """Per pair ["ok", ops] or ["error", text], run in a child process under the student's refusal; or
+    ([], why it did not run)."""
     try:
         return run_ranks(_generate, 1, student, [list(p) for p in pairs], timeout=timeout,
                          plain_results=True)[0], None
@@ -81,25 +65,46 @@ def generate_schedules(student, pairs, timeout: float) -> tuple[list, str | None
         return [], f"running {student.name} failed: {error.summary}"
 
 
-def structure_problems(stages: int, microbatches: int, ops) -> list[str]:
-    """Shape of the answer: one list per stage, each ("F"|"B", m) exactly once, B after its own F."""
+def pair_problems(outcomes, pairs, judge, name: str, error: str | None = None) -> list[str]:
+    """``judge(stages, microbatches, ops)`` on every pair that returned; errors (a refusal) as they came."""
+    if error:
+        return [error]
+    problems = []
+    for (stages, microbatches), (status, value) in zip(pairs, outcomes, strict=True):
+        if status == "error":
+            refused = "RefusedCodeError" in value
+            problems.append(value.partition(": ")[2] if refused else f"{name}({stages}, {microbatches}) "
+                                                                     f"raised {value}")
+        else:
+            problems += judge(stages, microbatches, value)
+    return problems
+
+
+def structure_problems(stages: int, microbatches: int, ops, phases: str = "FB") -> list[str]:
+    """Shape of the answer: one list per stage, each (phase, m) exactly once, each phase after the one
+    before it in ``phases`` (B after its F; W after its B)."""
     where = f"stages={stages}, microbatches={microbatches}"
     if not isinstance(ops, list) or len(ops) != stages:
         return [f"{where}: expected a list with one list of ops per stage ({stages}), got {str(ops)[:80]}"]
+    names = " or ".join(f'"{p}"' for p in phases)
     for s, stage in enumerate(ops):
-        bad = [op for op in stage if not (isinstance(op, list) and op[0] in ("F", "B")
+        bad = [op for op in stage if not (isinstance(op, list) and op[0] in phases
                                           and 0 <= op[1] < microbatches)]
         if bad:
-            return [f"{where}, stage {s}: {bad[0]} is not an op (\"F\" or \"B\", microbatch in "
+            return [f"{where}, stage {s}: {bad[0]} is not an op ({names}, microbatch in "
                     f"0..{microbatches - 1})"]
         seen = [tuple(op) for op in stage]
-        if len(set(seen)) != len(seen) or len(seen) != 2 * microbatches:
-            return [f"{where}, stage {s}: every ('F', m) and ('B', m) must appear exactly once "
-                    f"({2 * microbatches} ops), got {len(seen)} ops, {len(set(seen))} different"]
+        if len(set(seen)) != len(seen) or len(seen) != len(phases) * microbatches:
+            return [f"{where}, stage {s}: every op {', '.join(f'({p!r}, m)' for p in phases)} must appear "
+                    f"exactly once ({len(phases) * microbatches} ops), got {len(seen)} ops, "
+                    f"{len(set(seen))} different"]
         for i, (phase, m) in enumerate(seen):
-            if phase == "B" and ("F", m) not in seen[:i]:
-                return [f"{where}, stage {s}: ('B', {m}) comes before ('F', {m}); a stage can only run the "
-                        "backward of a micro-batch whose forward it has done"]
+            before = phases[phases.index(phase) - 1] if phase != phases[0] else None
+            if before and (before, m) not in seen[:i]:
+                return [f"{where}, stage {s}: ({phase!r}, {m}) comes before ({before!r}, {m}); "
+                        + ("a stage can only run the backward of a micro-batch whose forward it has done"
+                           if phase == "B" else "the weight gradient needs the output gradient its B "
+                           "received")]
     return []
 
 
@@ -117,6 +122,12 @@ def simulate(stages: int, microbatches: int, ops, timing) -> float:
     return sim.simulate_pipeline(schedule, forward, backward, t_comm=timing[2]).makespan
 
 
+def deadlock_problem(stages: int, microbatches: int, error: ValueError) -> str:
+    return (f"stages={stages}, microbatches={microbatches}: a dependency is broken, so the pipeline stalls. "
+            f"Each forward of m needs stage s-1's forward of m first, each backward of m needs stage s+1's "
+            f"backward of m. The simulator says: {error}")
+
+
 def dependency_problems(stages: int, microbatches: int, ops) -> list[str]:
     """Structure, then whether the stages can run their ops in this order at all (no circular wait)."""
     problems = structure_problems(stages, microbatches, ops)
@@ -125,31 +136,33 @@ def dependency_problems(stages: int, microbatches: int, ops) -> list[str]:
     try:
         simulate(stages, microbatches, ops, TIMINGS[0])
     except ValueError as error:
-        return [f"stages={stages}, microbatches={microbatches}: a dependency is broken, so the pipeline "
-                f"stalls. Each forward of m needs stage s-1's forward of m first, each backward of m needs "
-                f"stage s+1's backward of m. The simulator says: {error}"]
+        return [deadlock_problem(stages, microbatches, error)]
     return []
 
 
+def held_per_stage(ops) -> list[int]:
+    """Per stage, the most micro-batches whose activations it holds at once (forward done, backward not)."""
+    peaks = []
+    for stage in ops:
+        held = peak = 0
+        for phase, _ in stage:
+            held += 1 if phase == "F" else -1
+            peak = max(peak, held)
+        peaks.append(peak)
+    return peaks
+
+
 def memory_problems(stages: int, microbatches: int, ops) -> list[str]:
-    """Warm-up: min(stages - s, microbatches) forwards before the first backward; at most that many held."""
+    """Stage s never holds the activations of more than min(stages - s, microbatches) micro-batches."""
     problems = structure_problems(stages, microbatches, ops)
     if problems:
         return problems
     where = f"stages={stages}, microbatches={microbatches}"
-    for s, stage in enumerate(ops):
+    for s, held in enumerate(held_per_stage(ops)):
         limit = min(stages - s, microbatches)
-        phases = [phase for phase, _ in stage]
-        warmup = phases.index("B")
-        held = max(phases[:i + 1].count("F") - phases[:i + 1].count("B") for i in range(len(phases)))
-        if warmup != limit:
-            problems.append(f"{where}, stage {s}: {warmup} forwards before the first backward; in 1F1B "
-                            f"stage s runs min(stages - s, microbatches) = {limit} (its warm-up, then one "
-                            "forward, one backward)")
-        elif held > limit:
+        if held > limit:
             problems.append(f"{where}, stage {s}: holds the activations of {held} micro-batches at once; "
-                            f"1F1B holds at most stages - s = {limit} (after the warm-up, a backward frees "
-                            "one before the next forward)")
+                            f"1F1B holds at most min(stages - s, microbatches) = {limit} on stage s")
     return problems
 
 
@@ -174,21 +187,11 @@ ASPECTS = {"dependencies": dependency_problems, "memory": memory_problems, "make
 
 def schedule_problems(outcomes, pairs, aspect: str, error: str | None = None) -> list[str]:
     """What is wrong with the student's schedules for ``aspect`` (dependencies, memory, makespan)."""
-    if error:
-        return [error]
-    problems = []
-    for (stages, microbatches), (status, value) in zip(pairs, outcomes, strict=True):
-        if status == "error":
-            refused = "PermissionError" in value and "pipeline_schedule" in value
-            problems.append(REFUSED if refused else
-                            f"one_f_one_b({stages}, {microbatches}) raised {value}")
-        else:
-            problems += ASPECTS[aspect](stages, microbatches, value)
-    return problems
+    return pair_problems(outcomes, pairs, ASPECTS[aspect], "one_f_one_b", error)
 
 
 def _visible(one_f_one_b, aspect: str, what: str) -> None:
-    student = as_student_function(one_f_one_b, "one_f_one_b")
+    student = as_student_function(one_f_one_b, "one_f_one_b", refusal=REFUSAL)
     outcomes, error = generate_schedules(student, VISIBLE_PAIRS, VISIBLE_TIMEOUT_S)
     fail_with(schedule_problems(outcomes, VISIBLE_PAIRS, aspect, error), what)
 
@@ -200,9 +203,9 @@ def check_one_f_one_b_dependencies(one_f_one_b) -> None:
 
 
 def check_one_f_one_b_memory(one_f_one_b) -> None:
-    """Visible test: stage s warms up with min(stages - s, microbatches) forwards and holds no more."""
-    _visible(one_f_one_b, "memory", "one_f_one_b does not warm up or hold activations like 1F1B")
-    print("one_f_one_b: stage s warms up with min(stages - s, microbatches) forwards and never holds more")
+    """Visible test: stage s never holds more than min(stages - s, microbatches) micro-batches."""
+    _visible(one_f_one_b, "memory", "one_f_one_b holds more activations than 1F1B")
+    print("one_f_one_b: stage s never holds more than min(stages - s, microbatches) micro-batches")
 
 
 def check_one_f_one_b_makespan(one_f_one_b) -> None:

@@ -13,11 +13,15 @@ from torch import nn
 
 from course_lib.dist import record_traffic
 from course_lib.grading.attempt.rank_attempt import FailureText, fail_with, frames_after, run_on_ranks
+from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
+from course_lib.grading.checks.ch05_schedule import PIPELINING
 from course_lib.models import STACK_WIDTH, make_layer_stack, split_into_stages
 from course_lib.sim import pipeline_schedule
 
 FORBIDDEN_REASON = "a pipeline stage talks to its neighbours with send/recv/isend/irecv only"
+REFUSAL = Refusal("run_stage", modules=PIPELINING,
+                  why="the exercise is to run the stage's forwards, backwards and messages yourself")
 SENDS, RECEIVES = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})
 MICRO_BATCH = 3            # samples per micro-batch
 VISIBLE_TIMEOUT_S = 6
@@ -188,7 +192,7 @@ def mismatch_problems(completed: StageRun, mismatched: StageRun) -> list[str]:
 
 
 def _visible(run_stage, kind: str, stages: int = 3, microbatches: int = 4) -> StageRun:
-    student = as_student_function(run_stage, "run_stage")
+    student = as_student_function(run_stage, "run_stage", refusal=REFUSAL)
     return run_student(student, kind, stages, microbatches, seed=5, timeout=VISIBLE_TIMEOUT_S)
 
 
@@ -210,7 +214,7 @@ def check_run_stage_traffic(run_stage, stages: int = 3, microbatches: int = 4) -
 
 def check_run_stage_mismatch(run_stage, timeout: float = 3) -> None:
     """Visible test: op lists that disagree stop with an error (here after a short timeout)."""
-    student = as_student_function(run_stage, "run_stage")
+    student = as_student_function(run_stage, "run_stage", refusal=REFUSAL)
     completed = run_student(student, "gpipe", 2, 2, seed=5, timeout=VISIBLE_TIMEOUT_S)
     mismatched = run_mismatched(student, 5, timeout) if completed.error is None else completed
     fail_with(mismatch_problems(completed, mismatched), "run_stage does not follow its op list")

@@ -10,6 +10,7 @@ import random
 
 from course_lib.dist import run_ranks
 from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch06_tensor_parallel_ranks import (
     NAMES,
@@ -24,6 +25,12 @@ from course_lib.grading.checks.ch06_tensor_parallel_ranks import (
     value_problems,
 )
 from course_lib.grading.checks.ch06_tensor_parallel_shards import shard_layouts, shard_problems
+from course_lib.grading.checks.ch06_vocab_loss import TP_MODULES
+
+# DTensor's tensor parallelism (parallelize_module, ColwiseParallel, RowwiseParallel) places the collectives
+# this exercise is about, through functional collectives the traffic recorder does not see.
+REFUSAL = Refusal("your tensor-parallel code", modules=TP_MODULES,
+                  why="the exercise is to split the layers and place the collectives yourself")
 
 VISIBLE_WORLD_SIZES = (1, 2, 4)
 VISIBLE_TIMEOUT_S = 20
@@ -34,8 +41,10 @@ VISIBLE_CASES = {"column": LayerCase("column"), "row": LayerCase("row"), "mlp": 
 
 
 def students_of(**candidates) -> dict:
-    """{name: StudentFunction} for the given functions or classes (or StudentFunctions)."""
-    return {name: as_student_function(candidate, name) for name, candidate in candidates.items()}
+    """{name: StudentFunction} for the given functions or classes (or StudentFunctions), each under the
+    exercise's refusal."""
+    return {name: as_student_function(candidate, name, refusal=REFUSAL)
+            for name, candidate in candidates.items()}
 
 
 def layer_runs(students: dict, kind: str, world_sizes=VISIBLE_WORLD_SIZES, case: LayerCase | None = None,

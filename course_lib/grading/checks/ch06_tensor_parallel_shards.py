@@ -35,11 +35,26 @@ def _run_shards(rank, world_size, students, layouts, seed):
             try:
                 weight, shard_bias = function(linear, r, n)
                 per_rank.append({"weight": weight.detach().clone(),
-                                 "bias": None if shard_bias is None else shard_bias.detach().clone()})
+                                 "bias": None if shard_bias is None else shard_bias.detach().clone(),
+                                 "trains": _trains_the_layer(linear, weight, shard_bias)})
             except ValueError as error:
                 per_rank.append({"value_error": str(error)})
         results.append(per_rank)
     return results
+
+
+def _trains_the_layer(linear: nn.Linear, weight, bias) -> list[str]:
+    """Which of the layer's tensors an optimizer step on the shard changes (views share their memory);
+    the layer is put back as it was, so the next rank's shard is cut from the same weights."""
+    saved = {name: p.detach().clone() for name, p in linear.named_parameters()}
+    with torch.no_grad():
+        for shard in (weight, bias):
+            if isinstance(shard, torch.Tensor) and shard.is_floating_point():
+                shard.sub_(0.5)       # what one SGD step with gradient 0.5 and lr 1 does to a parameter
+        changed = [name for name, p in linear.named_parameters() if not torch.equal(p, saved[name])]
+        for name, p in linear.named_parameters():
+            p.copy_(saved[name])
+    return changed
 
 
 def shard_layouts(world_sizes, rng: random.Random) -> list[tuple]:
@@ -91,6 +106,12 @@ def _judge_shards(kind: str, layout, per_rank, seed: int) -> list[str]:
 def _shard_value_problems(kind, where, linear, x, full, per_rank, n) -> list[str]:
     if any("value_error" in shard for shard in per_rank):
         return [f"{where}: raised ValueError although the sizes divide evenly"]
+    shared = next(((r, shard["trains"]) for r, shard in enumerate(per_rank) if shard.get("trains")), None)
+    if shared:
+        rank, names = shared
+        return [f"{where}, rank {rank}: one optimizer step on your shard changed the layer's "
+                f"{' and '.join(names)}: the shard shares its memory (a view), so training it trains the "
+                "original; return new tensors"]
     problems, total = [], torch.zeros_like(full)
     for r, shard in enumerate(per_rank):
         inputs = x if kind == "column" else torch.tensor_split(x, n, dim=-1)[r]

@@ -11,7 +11,8 @@ from ..checks import whole
 from ..cluster.presets import get_preset
 from ..job.config import make_config
 from ..memory.formulas import MemoryBreakdown, activation_memory_per_layer, zero_memory_breakdown
-from .schedules import pipeline_schedule, play_schedule
+from .pipeline_play import play_schedule
+from .schedules import pipeline_schedule
 
 
 def stage_params(config) -> list:

@@ -14,7 +14,8 @@ from ..memory.formulas import OutOfMemoryError
 from ..timeline import Timeline, making_spans
 from .costs import CostModel
 from .memory_plan import plan_memory
-from .schedules import pipeline_schedule, play_schedule
+from .pipeline_play import play_schedule
+from .schedules import pipeline_schedule
 from .step_report import StepReport
 
 
