@@ -11,7 +11,7 @@ from torch import nn
 from course_lib.examples.one_process_data_parallel import one_process_data_parallel_step
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.attempt.student_function import StudentFunction
-from course_lib.grading.checks.ch03_ddp import (
+from course_lib.grading.checks.ch03_ddp_judge import (
     _close,
     overlap_problems,
     silence_problems,
