@@ -40,7 +40,8 @@ def test_a_natural_answer_passes():
     "from course_lib.sim import pipeline_schedule\n"
     "def answer(s, m):\n    return pipeline_schedule('1f1b', s, m).ops\n",
     "import importlib\n"
-    "def answer(s, m):\n    return importlib.import_module('course_lib.sim').pipeline_schedule('1f1b', s, m)\n",
+    "def answer(s, m):\n"
+    "    return importlib.import_module('course_lib.sim').pipeline_schedule('1f1b', s, m)\n",
     "def answer(s, m):\n    return __import__('course_lib.sim').sim.pipeline_schedule('1f1b', s, m)\n",
 ])
 def test_importing_course_lib_is_refused(source):
@@ -51,7 +52,8 @@ def test_sys_modules_and_attribute_chains_are_refused():
     source = ("import sys\n"
               "def answer(s, m):\n"
               "    sim = sys.modules['course_lib.sim']\n"
-              "    return [list(stage) for stage in sim.step.schedules.pipeline_schedule('1f1b', s, m).ops]\n")
+              "    schedule = sim.step.schedules.pipeline_schedule('1f1b', s, m)\n"
+              "    return [list(stage) for stage in schedule.ops]\n")
     assert "pipeline_schedule from course_lib" in _refused(source)
 
 
@@ -100,7 +102,8 @@ def test_torch_modules_and_functions_a_refusal_names_are_refused_by_any_path():
 
 
 def test_the_lessons_own_imports_are_there_and_do_not_count_as_the_answers():
-    source = "def answer(s, m):\n    return [nn.Linear(2, 2).in_features, F.relu(torch.tensor(-1.0)).item()]\n"
+    source = ("def answer(s, m):\n"
+              "    return [nn.Linear(2, 2).in_features, F.relu(torch.tensor(-1.0)).item()]\n")
     prelude = "from torch import nn\nimport torch.nn.functional as F\nfrom course_lib.sim import Link\n"
     assert _answer(source, prelude=prelude) == [2, 0.0]
     uses_lesson_import = "def answer(s, m):\n    return Link(1e-6, 1e9).latency\n"

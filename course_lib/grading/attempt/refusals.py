@@ -80,7 +80,7 @@ def _label(state: Armed, code: types.CodeType):
     elif id(code) in state.original_ids:
         label = state.refused_codes[code]
     elif _kind(state, path) in ("student", "other"):
-        copied = state.refused_codes.get(code) or state.fingerprints.get(fingerprint(code))
+        copied = None if code.co_name.startswith("<") else state.fingerprints.get(fingerprint(code))
         if copied:
             label = (f"a copy of {copied[0]}", copied[1])
     state.labels[id(code)] = (code, label)   # the code kept alive, so that its id stays its own

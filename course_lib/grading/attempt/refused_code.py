@@ -63,16 +63,20 @@ class Armed:
 
     def __post_init__(self):
         self.original_ids = {id(code) for code in self.refused_codes}
-        # a copy renamed (code.replace(co_name=..., co_filename=...)) keeps its instructions and names
+        # A copy renamed (code.replace(co_name=..., co_filename=...)) keeps its instructions, names and
+        # constants. Only whole functions are compared: nested comprehensions are too alike to prove one.
         self.fingerprints = {fingerprint(code): label for code, label in self.refused_codes.items()
-                             if len(code.co_code) >= MIN_FINGERPRINT_BYTES}
+                             if not code.co_name.startswith("<")
+                             and len(code.co_code) >= MIN_FINGERPRINT_BYTES}
 
 
 MIN_FINGERPRINT_BYTES = 32   # shorter bodies (return self.x) are too common to prove a copy
 
 
 def fingerprint(code: types.CodeType) -> tuple:
-    return code.co_code, code.co_names, code.co_argcount
+    """What a copy keeps whatever it is renamed: instructions, names, constants (nested code's too)."""
+    constants = tuple(fingerprint(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
+    return code.co_code, code.co_names, code.co_varnames, constants
 
 
 def _module_files(module: types.ModuleType) -> list[str]:
