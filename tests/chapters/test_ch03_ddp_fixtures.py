@@ -49,6 +49,8 @@ def earned_points(source: str) -> tuple[dict, dict]:
     """Points per test cell, and the failure message of each failing cell."""
     points, messages = {}, {}
     prelude = lesson_imports(RELEASE)
+    # as the judge does: the lesson's imports once here, so every forked rank finds them imported
+    exec(compile(prelude, "<lesson imports>", "exec"), {"__name__": "lesson_imports"})
     for grade_id, check in TEST_CELLS.items():
         try:
             check(StudentFunction("DDP", sources=[source], prelude=prelude))
@@ -90,5 +92,6 @@ REFUSED = {"torch_ddp": "DistributedDataParallel", "course_helper": "own_ring_al
 @pytest.mark.parametrize("fixture", sorted(REFUSED))
 def test_a_shortcut_is_told_what_was_refused(fixture):
     _, messages = earned_points((FIXTURES / f"{fixture}.py").read_text())
-    failed = [message for message in messages.values()]
-    assert failed and all(REFUSED[fixture] in m and "which this exercise refuses" in m for m in failed), failed
+    failed = list(messages.values())
+    assert failed, f"{fixture} lost no points"
+    assert all(REFUSED[fixture] in m and "which this exercise refuses" in m for m in failed), failed

@@ -13,7 +13,7 @@ import math
 from torch import nn
 
 from course_lib.grading.attempt.rank_attempt import RankRun
-from course_lib.grading.checks.ch03_ddp_judge import COMMUNICATION, steps_of, step_timeline_text
+from course_lib.grading.checks.ch03_ddp_judge import COMMUNICATION, step_timeline_text, steps_of
 from course_lib.grading.checks.ch03_ddp_ranks import build_model
 
 
@@ -50,10 +50,10 @@ def bucket_problems(run: RankRun) -> list[str]:
                 got = _all_reduced(events)
                 if sorted(got) != sorted(expected):
                     problems.append(
-                        f"{case.describe(run.world_size)}, rank {rank}, step {step}: {len(got)} all-reduce(s) "
-                        f"of {got} bytes; with bucket_size_mb={case.bucket_size_mb} the trainable "
-                        f"parameters, in reverse order of module.parameters(), make {len(expected)} "
-                        f"bucket(s) of {expected} bytes, one all-reduce each")
+                        f"{case.describe(run.world_size)}, rank {rank}, step {step}: {len(got)} "
+                        f"all-reduce(s) of {got} bytes; with bucket_size_mb={case.bucket_size_mb} the "
+                        "trainable parameters, in reverse order of module.parameters(), make "
+                        f"{len(expected)} bucket(s) of {expected} bytes, one all-reduce each")
                     break
     return problems
 
