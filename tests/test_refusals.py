@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import course_lib.sim  # noqa: F401 - loaded, as it is wherever a chapter's checks run
+import course_lib.grading.checks.ch02_prediction  # noqa: F401 - loaded, as wherever checks run
+import course_lib.sim  # noqa: F401
 from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import StudentFunction
@@ -130,3 +131,13 @@ def _rank_uses_ddp_itself(rank, world_size, student):
     answer = student.resolve()
     DistributedDataParallel(nn.Linear(2, 2))   # the check's own reference, after the refusal is armed
     return answer(2)
+
+
+def test_course_code_the_answer_may_use_acts_for_its_caller():
+    """A visible check's helper is the student's to call, but what it runs for them is theirs too: the
+    reference formula it takes from the simulator stays refused (visible checks never bless a call)."""
+    source = ("import sys\n"
+              "def answer(s, m):\n"
+              "    checks = sys.modules['course_lib.grading.checks.ch02_prediction']\n"
+              "    return checks.reference_time(4096, s, 5e-5, 1e9)\n")
+    assert "from course_lib" in _refused(source)
