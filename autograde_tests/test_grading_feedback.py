@@ -1,6 +1,7 @@
 """What a student reads in the graded notebook when a check fails: chapter 03's late all-reduce drawn against
-the backward, and a deadlocked DDP stopped and named (graded in chapter 03's own run,
-conftest.ddp_graded_class; their points are held by test_grading_chapters.py)."""
+the backward, a deadlocked DDP stopped and named, and a DDP built on torch's own refused and named
+(graded in chapter 03's own run, conftest.ddp_graded_class; their points are held by
+test_grading_chapters.py)."""
 
 from __future__ import annotations
 
