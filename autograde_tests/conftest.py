@@ -39,9 +39,7 @@ def pytest_collection_modifyitems(items):
     """Whichever test first asks for a grading run (the shared one, or a chapter's, up to 10 minutes on a
     busy machine) pays for it: give those tests its time."""
     for item in items:
-        # a run is asked for by name (a fixture argument) or through a chapter row (getfixturevalue)
-        chapter = getattr(getattr(item, "callspec", None), "params", {}).get("chapter")
-        if set(RUNS) & {*getattr(item, "fixturenames", ()), getattr(chapter, "run", None)}:
+        if set(RUNS) & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.timeout(GRADING_RUN_TIMEOUT_S))
 
 
