@@ -1,6 +1,7 @@
-"""The models chapter 03's DDP checks hand the student's DDP: the only course code its refusal lets it run.
+"""The models chapter 03's DDP checks hand the student's DDP, which runs their forward for the checks.
 
-Each is rebuilt from a seed on every rank; the checks wrap it in the student's DDP and call its forward.
+Each is rebuilt from a seed on every rank; the checks wrap it in the student's DDP and call it. Like every
+grading/checks file, they act for whoever calls them under the exercise's refusal.
 """
 
 from __future__ import annotations
