@@ -105,6 +105,9 @@ CHECKS = {
     ("03_data_parallel", "test_ddp_unused_parameters"): IsolatedCheck(
         CH03 + "check_ddp_unused_hidden", ("DDP",)),
     ("03_data_parallel", "test_ddp_overlap"): IsolatedCheck(CH03 + "check_ddp_overlap_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_buckets"): IsolatedCheck(CH03 + "check_ddp_buckets_hidden", ("DDP",)),
+    ("03_data_parallel", "test_ddp_overlap_buckets"): IsolatedCheck(
+        CH03 + "check_ddp_overlap_buckets_hidden", ("DDP",)),
     ("03_data_parallel", "test_ddp_one_rank"): IsolatedCheck(CH03 + "check_ddp_one_rank_hidden", ("DDP",)),
     ("07_zero_fsdp", "test_shard_parameters"): IsolatedCheck(
         CH07 + "check_shard_parameters_hidden", ("shard_parameters",)),

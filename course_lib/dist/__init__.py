@@ -12,6 +12,7 @@ from course_lib import moved_modules
 # grader's sandboxed kernel launcher needs only ``processes`` before it execs the real kernel.
 _EXPORTS = {
     "current_device": "backend",
+    "bucket_sweep": "bucket_sweep",
     "GLOO_SEGMENT_BYTES": "calibration", "calibrate": "calibration", "measure_all_reduce": "calibration",
     "predict_all_reduce": "calibration",
     "make_wide_mlp": "ddp_step", "measure_ddp_step": "ddp_step", "record_ddp_buckets": "ddp_step",

@@ -35,16 +35,21 @@ def _logs(records) -> list[TrafficLog]:
     return [log for record in records for log in _logs(record)]
 
 
-def traffic_timeline(records, world_size: int | None = None, title: str = "measured run") -> Timeline:
+def traffic_timeline(records, world_size: int | None = None, title: str = "measured run",
+                     since: float | None = None) -> Timeline:
     """A Timeline with one lane per rank, one ``comm`` event per recorded call and one ``compute``
     event per ``log.span(...)`` block.
 
     ``records`` is what the ranks returned: a list of ``TrafficLog`` (``run_ranks`` results), or of
     lists of ``TrafficEvent``. Labels read ``send->1``, ``recv<-0`` or the collective's name; each
-    event's meta holds ``op``, ``peer`` and ``nbytes``.
+    event's meta holds ``op``, ``peer`` and ``nbytes``. ``since`` (a time on the records' clock, e.g. the
+    start of the last step's first span) keeps only what started then or later.
     """
     events = _flatten(records)
     spans = [(log.rank, *span) for log in _logs(records) for span in log.spans]
+    if since is not None:
+        events = [e for e in events if e.start >= since]
+        spans = [span for span in spans if span[2] >= since]
     named = [e.rank for e in events] + [span[0] for span in spans]
     ranks = world_size if world_size is not None else 1 + max(named, default=-1)
     if any(rank >= ranks for rank in named):

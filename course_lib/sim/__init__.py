@@ -8,6 +8,14 @@ message-level simulated GPU. Every public name is imported here: import from cou
 from .cluster.hardware import HardwarePreset, Link
 from .cluster.presets import A100, H100, H800, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .cluster.topology import Cluster, make_cluster
+from .collectives.buckets import (
+    all_reduce_terms,
+    bucketed_overhead,
+    buckets_after_backward,
+    latency_seconds,
+    latency_share,
+    optimal_bucket_bytes,
+)
 from .collectives.cost import (
     ALGORITHM_OPS,
     ALGORITHMS,
@@ -66,7 +74,7 @@ from .step.pipeline_play import simulate_pipeline
 from .step.schedules import Schedule, bubble_fraction_formula, pipeline_schedule
 from .step.step_report import StepReport
 from .step.training_step import simulate_training_step
-from .timeline import Event, Span, Timeline
+from .timeline import Event, Span, Timeline, join_timelines
 
 __all__ = [
     "A100", "activation_memory_per_layer", "algorithm_bandwidth", "ALGORITHMS",
@@ -82,4 +90,6 @@ __all__ = [
     "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published", "Span", "H800", "MoESpec",
     "DEEPSEEK_V3", "mla_attention_params", "ExpertTraffic", "expert_traffic", "expert_all_to_all_time",
     "DEEPSEEK_V3_RUN", "gpu_hours_per_trillion_tokens", "mfu_from_gpu_hours", "expert_layer_timeline",
+    "all_reduce_terms", "buckets_after_backward", "bucketed_overhead", "latency_seconds", "latency_share",
+    "optimal_bucket_bytes", "join_timelines",
 ]

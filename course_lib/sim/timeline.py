@@ -204,3 +204,17 @@ class Timeline:
         """Write the trace JSON to ``path`` (all lanes, or the indices in ``lanes``) and return the path."""
         from .trace import save_trace
         return save_trace(self, path, lanes)
+
+
+def join_timelines(parts: dict, title: str = "") -> Timeline:
+    """One Timeline holding several on one time axis: ``{"measured": real, "simulated": sim}`` gives the
+    lanes ``measured: rank 0``, ..., ``simulated: rank 0``, ..., each part's times kept as they are (each
+    starts at its own 0). Draw it with viz.plot_timeline, save both as one trace with ``save_perfetto``."""
+    if not parts or not all(isinstance(t, Timeline) for t in parts.values()):
+        raise ValueError("parts must map a name to a Timeline, e.g. {'measured': real, 'simulated': sim}")
+    names, lanes, groups = [], [], []
+    for name, timeline in parts.items():
+        names += [f"{name}: {lane}" for lane in timeline.lane_names]
+        lanes += timeline.lanes
+        groups += [f"{name}: {group}" for group in (timeline.lane_groups or timeline.lane_names)]
+    return Timeline(names, lanes, title=title or " / ".join(parts), lane_groups=groups)

@@ -6,7 +6,7 @@ They draw what ``course_lib.sim`` (and ``course_lib.dist``) produce and start no
 from .explorers import data_parallel_explorer, layout_explorer, pipeline_explorer, zero_memory_explorer
 from .memory_plot import plot_memory
 from .placement_plot import plot_placement
-from .timeline_plot import plot_timeline
+from .timeline_plot import plot_timeline, plot_timelines
 
 __all__ = ["data_parallel_explorer", "layout_explorer", "pipeline_explorer", "plot_memory",
-           "plot_placement", "plot_timeline", "zero_memory_explorer"]
+           "plot_placement", "plot_timeline", "plot_timelines", "zero_memory_explorer"]

@@ -1,12 +1,15 @@
 """Draw a simulator Timeline: one lane per rank, compute / communication / idle in distinct colours.
 
-Beyond ``max_rows`` lanes, ranks with identical lanes (or the same group label) share one row.
+Beyond ``max_rows`` lanes, ranks with identical lanes (or the same group label) share one row;
+``plot_timelines`` draws several timelines (a measured run and its simulation) on one time axis.
 """
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
+
+from course_lib.sim import join_timelines
 
 from .style import COLORS, time_unit
 
@@ -90,3 +93,10 @@ def plot_timeline(timeline, ax=None, max_rows: int = 32, title: str | None = Non
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
     ax.figure.tight_layout()
     return ax
+
+
+def plot_timelines(parts: dict, ax=None, title: str | None = None, **options):
+    """Several timelines on one time axis (a real run and its simulation, say): ``parts`` maps a name to a
+    Timeline; they are joined by ``course_lib.sim.join_timelines`` and drawn by ``plot_timeline``."""
+    joined = join_timelines(parts, title or "")
+    return plot_timeline(joined, ax=ax, title=title, **options)

@@ -7,16 +7,17 @@ Every run has a timeout, so a DDP that deadlocks costs the points of that part a
 
 Test cells of solutions/03_data_parallel/03_data_parallel.ipynb, their points, and their hidden check:
 
-  grade_id                    points  hidden check                          what it demands
   grade_id                    points  hidden check
   test_ddp_broadcast             2    check_ddp_broadcast_hidden(DDP)
   test_ddp_gradients             4    check_ddp_gradients_hidden(DDP)
   test_ddp_frozen_and_tied       2    check_ddp_frozen_and_tied_hidden(DDP)
   test_ddp_unused_parameters     2    check_ddp_unused_hidden(DDP)
   test_ddp_overlap               2    check_ddp_overlap_hidden(DDP)
+  test_ddp_buckets               2    check_ddp_buckets_hidden(DDP)
+  test_ddp_overlap_buckets       2    check_ddp_overlap_buckets_hidden(DDP)
   test_ddp_one_rank              1    check_ddp_one_rank_hidden(DDP)
                                  --
-                                 13
+                                 17
 
 What each one demands:
 - broadcast: after DDP(model), every rank (2 and 4 ranks) holds rank 0's parameters and buffers, even
@@ -28,7 +29,13 @@ What each one demands:
   trainable parameters' bytes all-reduced per step (a tied weight once, a frozen one never).
 - unused parameters: a layer the forward never uses (2 and 3 ranks): no hang, values right.
 - overlap: each step's first all-reduce starts before loss.backward() returns (the training runs above).
+- buckets: in the same runs, every step all-reduces one tensor per bucket of exactly the bytes the
+  contract's bucketing gives (reverse parameter order, closed before bucket_size_mb MiB is passed).
+- overlap with buckets: where the contract makes several buckets, each step's first all-reduce starts
+  before the step's last gradient is ready (not merely before backward() returns).
 - one rank: plain training, and not a single communication call.
+Every run arms the exercise's refusal (course_lib.grading.checks.ch03_ddp.REFUSAL): a DDP that runs
+torch's own DDP, DataParallel, replicate(), FSDP1 or any course_lib code scores 0 on each part it reaches.
 The expected points of known-wrong submissions: autograde_tests/fixtures/ddp/expected_scores.json.
 """
 
@@ -36,7 +43,9 @@ from __future__ import annotations
 
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch03_ddp import (
+from course_lib.grading.checks.ch03_ddp import REFUSAL
+from course_lib.grading.checks.ch03_ddp_buckets import bucket_problems, early_overlap_problems
+from course_lib.grading.checks.ch03_ddp_judge import (
     broadcast_problems,
     overlap_problems,
     silence_problems,
@@ -50,9 +59,11 @@ from ._seeds import fresh_seed
 TIMEOUT_S = 15   # per run of all cases on one world size; the reference needs about 1 s
 TORCH_WORLD_SIZE = 3   # torch DDP trains the same cases on this world size too (its runs cost time)
 POINTS = {"test_ddp_broadcast": 2, "test_ddp_gradients": 4, "test_ddp_frozen_and_tied": 2,
-          "test_ddp_unused_parameters": 2, "test_ddp_overlap": 2, "test_ddp_one_rank": 1}
-# bucket_size_mb: one bucket, several (the block's 1 kB weights pair up), one per parameter
-TRAINING_CASES = (DDPCase("course MLP", 25.0), DDPCase("course MLP", None),
+          "test_ddp_unused_parameters": 2, "test_ddp_overlap": 2, "test_ddp_buckets": 2,
+          "test_ddp_overlap_buckets": 2, "test_ddp_one_rank": 1}
+# bucket_size_mb: one bucket, several (the MLP's 52-byte limit makes 3 of 40, 16 and 96 bytes; the
+# block's 1 kB weights pair up), one per parameter
+TRAINING_CASES = (DDPCase("course MLP", 25.0), DDPCase("course MLP", None), DDPCase("course MLP", 0.00005),
                   DDPCase("transformer block", 0.003), DDPCase("transformer block", 25.0))
 _REPORTS: dict = {}   # the training runs, shared by the gradient and overlap checks (one entry at a time)
 
@@ -62,7 +73,7 @@ def _with_seed(problems: list[str], seed: int) -> list[str]:
 
 
 def _runs(DDP, world_sizes, cases, seed, kind="train"):  # noqa: N803 - the student's class
-    student, runs = as_student_function(DDP, "DDP"), []
+    student, runs = as_student_function(DDP, "DDP", refusal=REFUSAL), []
     for world_size in world_sizes:
         runs.append(run_student(student, world_size, cases, seed, TIMEOUT_S, kind))
         if runs[-1].error:
@@ -71,7 +82,7 @@ def _runs(DDP, world_sizes, cases, seed, kind="train"):  # noqa: N803 - the stud
 
 
 def _training_runs(DDP):  # noqa: N803
-    student = as_student_function(DDP, "DDP")
+    student = as_student_function(DDP, "DDP", refusal=REFUSAL)
     key = (id(student.function), tuple(student.sources))
     if key not in _REPORTS:
         _REPORTS.clear()
@@ -116,6 +127,18 @@ def check_ddp_overlap_hidden(DDP) -> None:  # noqa: N803
     runs, seed = _training_runs(DDP)
     problems = [p for run in runs for p in overlap_problems(run)]
     fail_with(_with_seed(problems, seed), "DDP does not overlap communication with the backward")
+
+
+def check_ddp_buckets_hidden(DDP) -> None:  # noqa: N803
+    runs, seed = _training_runs(DDP)
+    problems = [p for run in runs for p in bucket_problems(run)]
+    fail_with(_with_seed(problems, seed), "DDP's buckets are wrong on hidden cases")
+
+
+def check_ddp_overlap_buckets_hidden(DDP) -> None:  # noqa: N803
+    runs, seed = _training_runs(DDP)
+    problems = [p for run in runs for p in early_overlap_problems(run)]
+    fail_with(_with_seed(problems, seed), "DDP's buckets do not start communicating early on hidden cases")
 
 
 def check_ddp_one_rank_hidden(DDP) -> None:  # noqa: N803

@@ -11,7 +11,12 @@ from torch import nn
 from course_lib.examples.one_process_data_parallel import one_process_data_parallel_step
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.attempt.student_function import StudentFunction
-from course_lib.grading.checks.ch03_ddp import (
+from course_lib.grading.checks.ch03_ddp_buckets import (
+    bucket_problems,
+    early_overlap_problems,
+    expected_bucket_bytes,
+)
+from course_lib.grading.checks.ch03_ddp_judge import (
     _close,
     overlap_problems,
     silence_problems,
@@ -148,3 +153,45 @@ def test_a_rank_that_dies_is_reported_as_dead_not_as_raising():
     run = run_student(StudentFunction("DDP", sources=[DYING_DDP]), 2, [CASE], 1, timeout=20)
     assert run.error.startswith("a rank running DDP on 2 ranks died without a Python error")
     assert "exited with code 3" in run.error
+
+
+def test_the_contracts_buckets_go_in_reverse_parameter_order_up_to_the_limit():
+    mlp = build_model("course MLP", 1)              # 6->4->2: weights 96 and 32 bytes, biases 16 and 8
+    assert expected_bucket_bytes(mlp, 25.0) == [152]
+    assert expected_bucket_bytes(mlp, None) == [8, 32, 16, 96]
+    assert expected_bucket_bytes(mlp, 0.00005) == [40, 16, 96]      # 52.4 bytes: 8 + 32, then 16, then 96
+    tied = build_model("frozen and tied", 1)       # a tied weight once, the frozen layer never
+    assert sum(expected_bucket_bytes(tied, None)) == unique_trainable_bytes(tied)
+
+
+def ready_step_outcome(events, ready, backward_end=2.0):
+    """step_outcome with the times each step's gradients were ready."""
+    return {**step_outcome(events, backward_end), "ready": ready}
+
+
+BUCKETED = DDPCase("course MLP", 0.00005, steps=2)
+
+
+def test_each_bucket_must_go_out_as_one_all_reduce_of_its_bytes():
+    right = [("all_reduce", n, 1.5, 2.5) for n in (40, 16, 96)] + [("all_reduce", n, 11.5, 12.5)
+                                                                     for n in (96, 16, 40)]
+    outcome = ready_step_outcome(right, [[1.2, 1.9]] * 2)
+    assert bucket_problems(ddp_run(2, [BUCKETED], 1, [[outcome] * 2])) == []
+    flat = ready_step_outcome([("all_reduce", 152, 1.5, 2.5), ("all_reduce", 152, 11.5, 12.5)], [[1.2]] * 2)
+    problems = bucket_problems(ddp_run(2, [BUCKETED], 1, [[flat] * 2]))
+    assert len(problems) == 2 and "1 all-reduce(s) of [152] bytes" in problems[0]
+    assert "make 3 bucket(s) of [40, 16, 96] bytes" in problems[0]
+
+
+def test_with_several_buckets_the_first_all_reduce_must_precede_the_last_ready_gradient():
+    early = [("all_reduce", 40, 1.3, 2.5), ("all_reduce", 40, 11.3, 12.5)]
+    ready = [[1.2, 1.25, 1.9], [11.2, 11.25, 11.9]]
+    assert early_overlap_problems(ddp_run(2, [BUCKETED], 1, [[ready_step_outcome(early, ready)] * 2])) == []
+    late = [("all_reduce", 152, 1.95, 2.5), ("all_reduce", 152, 11.95, 12.5)]
+    problems = early_overlap_problems(ddp_run(2, [BUCKETED], 1, [[ready_step_outcome(late, ready)] * 2]))
+    assert len(problems) == 2 and "started 50.00 ms after the step's last gradient was ready" in problems[0]
+    assert "your recorded step:" in problems[0] and "your recorded step:" not in problems[1]
+    one_bucket = DDPCase("course MLP", 25.0, steps=2)     # nothing can go out before the last gradient
+    assert early_overlap_problems(ddp_run(2, [one_bucket], 1, [[ready_step_outcome(late, ready)] * 2])) == []
+    broken = ddp_run(2, [BUCKETED], 1, error="DDP raised on 2 ranks: boom")
+    assert bucket_problems(broken) == early_overlap_problems(broken) == [broken.error]

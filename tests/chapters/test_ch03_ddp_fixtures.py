@@ -2,7 +2,9 @@
 
 Every fixture in autograde_tests/fixtures/ddp/ must earn exactly the points expected_scores.json gives
 it, test cell by test cell (those it lists as graded_through_nbgrader: in autograde_tests/
-test_grading_chapter03.py, through the whole pipeline); the solution's own DDP cell must earn full marks.
+test_grading_chapters.py, through the whole pipeline); the solution's own DDP cell must earn full marks.
+Answers run after the release's own import lines, as the judge runs them; a shortcut's feedback names
+what the exercise refused.
 """
 
 import json
@@ -12,7 +14,7 @@ import nbformat
 import pytest
 
 from course_lib.grading import instructor_checks
-from course_lib.grading.attempt.cells import SOLUTION_MARKERS
+from course_lib.grading.attempt.cells import SOLUTION_MARKERS, lesson_imports
 from course_lib.grading.attempt.student_function import StudentFunction
 
 ch03_ddp = instructor_checks("ch03_ddp")
@@ -22,6 +24,7 @@ FIXTURES = ROOT / "autograde_tests" / "fixtures" / "ddp"
 EXPECTED = json.loads((FIXTURES / "expected_scores.json").read_text())
 CHECKED_HERE = sorted(set(EXPECTED["fixtures"]) - set(EXPECTED["graded_through_nbgrader"]))
 SOLUTION = ROOT / "solutions" / "03_data_parallel" / "03_data_parallel.ipynb"
+RELEASE = ROOT / "notebooks" / "03_data_parallel" / "03_data_parallel.ipynb"
 EXERCISE_CELL = "ddp"
 
 TEST_CELLS = {
@@ -30,6 +33,8 @@ TEST_CELLS = {
     "test_ddp_frozen_and_tied": ch03_ddp.check_ddp_frozen_and_tied_hidden,
     "test_ddp_unused_parameters": ch03_ddp.check_ddp_unused_hidden,
     "test_ddp_overlap": ch03_ddp.check_ddp_overlap_hidden,
+    "test_ddp_buckets": ch03_ddp.check_ddp_buckets_hidden,
+    "test_ddp_overlap_buckets": ch03_ddp.check_ddp_overlap_buckets_hidden,
     "test_ddp_one_rank": ch03_ddp.check_ddp_one_rank_hidden,
 }
 
@@ -43,9 +48,12 @@ def solution_source() -> str:
 def earned_points(source: str) -> tuple[dict, dict]:
     """Points per test cell, and the failure message of each failing cell."""
     points, messages = {}, {}
+    prelude = lesson_imports(RELEASE)
+    # as the judge does: the lesson's imports once here, so every forked rank finds them imported
+    exec(compile(prelude, "<lesson imports>", "exec"), {"__name__": "lesson_imports"})
     for grade_id, check in TEST_CELLS.items():
         try:
-            check(StudentFunction("DDP", sources=[source]))
+            check(StudentFunction("DDP", sources=[source], prelude=prelude))
         except AssertionError as error:
             points[grade_id], messages[grade_id] = 0, str(error)
         else:
@@ -74,3 +82,16 @@ def test_the_solution_earns_full_marks():
 def test_each_wrong_ddp_loses_exactly_its_points(fixture):
     points, messages = earned_points((FIXTURES / f"{fixture}.py").read_text())
     assert points == EXPECTED["fixtures"][fixture], messages
+
+
+# What each shortcut's feedback must name: what the exercise refused.
+REFUSED = {"torch_ddp": "DistributedDataParallel", "course_helper": "import course_lib.sim"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", sorted(REFUSED))
+def test_a_shortcut_is_told_what_was_refused(fixture):
+    _, messages = earned_points((FIXTURES / f"{fixture}.py").read_text())
+    failed = list(messages.values())
+    assert failed, f"{fixture} lost no points"
+    assert all(REFUSED[fixture] in m and "which this exercise refuses" in m for m in failed), failed

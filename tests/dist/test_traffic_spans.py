@@ -66,3 +66,10 @@ def test_torch_ddp_buckets_are_recorded_and_still_averaged():
     assert events == other_events
     for got, other, want in zip(grads, other_grads, expected, strict=True):
         assert torch.allclose(got, want, atol=1e-5) and torch.equal(got, other)
+
+
+def test_a_timeline_since_a_moment_keeps_what_started_then_or_later():
+    log = TrafficLog(rank=0, spans=[("forward", 1.0, 2.0), ("forward", 5.0, 6.0), ("backward", 6.0, 8.0)])
+    timeline = traffic_timeline([log], since=5.0)
+    assert [(e.label, e.start, e.end) for e in timeline.events()] == [("forward", 0.0, 1.0),
+                                                                       ("backward", 1.0, 3.0)]

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from course_lib import sim
 from course_lib.sim import Timeline
 
 
@@ -92,3 +93,20 @@ def test_sorting_and_pipeline_facts_go_through_the_timeline():
     assert t.schedule is None and t.peak_activations is None
     t.attach_pipeline("a schedule", (2, 1))
     assert t.schedule == "a schedule" and t.peak_activations == [2, 1]
+
+
+def test_timelines_join_on_one_axis_and_export_as_one_trace(tmp_path):
+    measured = sim.Timeline(["rank 0", "rank 1"], title="measured")
+    measured.add(0, 0.0, 1.0, "compute", "forward")
+    measured.add(1, 0.5, 1.5, "comm", "all_reduce")
+    simulated = sim.simulate_pipeline(sim.pipeline_schedule("gpipe", 2, 1), 1.0, 2.0)
+    joined = sim.join_timelines({"measured": measured, "simulated": simulated})
+    assert joined.lane_names == ["measured: rank 0", "measured: rank 1", "simulated: stage 0",
+                                 "simulated: stage 1"]
+    assert joined.makespan == max(measured.makespan, simulated.makespan)   # each keeps its own times
+    assert list(joined.events(1)) == [sim.Event(1, 0.5, 1.5, "comm", "all_reduce")]
+    trace = json.loads(open(joined.save_perfetto(tmp_path / "both.json")).read())
+    names = [e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"]
+    assert names == joined.lane_names
+    with pytest.raises(ValueError, match="Timeline"):
+        sim.join_timelines({"measured": [1, 2]})

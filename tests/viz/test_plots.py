@@ -88,3 +88,16 @@ def test_distinct_lanes_beyond_the_limit_are_sampled_evenly():
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels[0] == "rank 0" and labels[-1] == "rank 63" and len(labels) == 8
     assert "8 of 64 rows shown" in ax.get_title()
+
+
+def test_a_measured_and_a_simulated_timeline_share_one_axis():
+    from course_lib.viz import plot_timelines
+
+    measured = sim.Timeline(["rank 0"], title="measured")
+    measured.add(0, 0.0, 3.0, "compute", "forward")
+    simulated = sim.simulate_pipeline(sim.pipeline_schedule("gpipe", 2, 1), 1.0, 2.0)
+    ax = plot_timelines({"measured": measured, "simulated": simulated}, title="both")
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["measured: rank 0", "simulated: stage 0",
+                                                            "simulated: stage 1"]
+    assert ax.get_xlim()[1] == pytest.approx(6.0)    # one axis, as long as the longer of the two
+    assert ax.get_title() == "both"

@@ -1,11 +1,13 @@
 """The rank side of chapter 03's DDP checks: train with the student's DDP (or torch's) on real ranks.
 
-Models and data are rebuilt from a seed on every rank; each rank returns plain data (gradients, final
-parameters, recorded traffic), and the judging side (ddp_checks) recomputes everything it expects.
+Models (ch03_ddp_models) and data are rebuilt from a seed on every rank; each rank returns plain data
+(gradients, final parameters, recorded traffic, when each gradient was ready), and the judging side
+(ch03_ddp_judge) recomputes everything it expects.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -15,55 +17,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from course_lib.dist import record_traffic, run_ranks
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, run_on_ranks
-from course_lib.models import make_mlp, make_transformer_block, seeded
+from course_lib.grading.checks.ch03_ddp_models import MODELS, build_model  # noqa: F401 - MODELS re-exported
 
 LEARNING_RATE, STEPS, PER_RANK_BATCH = 0.05, 5, 4
-
-
-class FrozenTiedNet(nn.Module):
-    """6 -> 6 -> 6 -> 6 -> 2 where the second layer's weight is the first's (tied) and the third is frozen."""
-
-    def __init__(self):
-        super().__init__()
-        self.first, self.second = nn.Linear(6, 6), nn.Linear(6, 6)
-        self.second.weight = self.first.weight
-        self.frozen, self.out = nn.Linear(6, 6), nn.Linear(6, 2)
-        self.frozen.requires_grad_(False)
-
-    def forward(self, x):
-        x = torch.relu(self.second(torch.relu(self.first(x))))
-        return self.out(torch.relu(self.frozen(x)))
-
-
-class SpareLayerMLP(nn.Module):
-    """The course MLP with a layer it never uses: that layer's parameters never get a gradient."""
-
-    def __init__(self):
-        super().__init__()
-        self.hidden, self.spare, self.out = nn.Linear(6, 4), nn.Linear(4, 4), nn.Linear(4, 2)
-
-    def forward(self, x):
-        return self.out(torch.relu(self.hidden(x)))
-
-
-def _batch_norm_mlp():
-    return nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
-
-
-def _seeded(factory, seed: int) -> nn.Module:
-    with seeded(seed):
-        return factory()
-
-
-MODELS = {"course MLP": lambda seed: make_mlp(seed=seed),
-          "transformer block": lambda seed: make_transformer_block(seed=seed),
-          "frozen and tied": lambda seed: _seeded(FrozenTiedNet, seed),
-          "unused layer": lambda seed: _seeded(SpareLayerMLP, seed),
-          "batch norm": lambda seed: _seeded(_batch_norm_mlp, seed)}
-
-
-def build_model(name: str, seed: int) -> nn.Module:
-    return MODELS[name](seed)
 
 
 def global_batches(name: str, seed: int, world_size: int, steps: int) -> list[tuple]:
@@ -93,17 +49,30 @@ def _snapshot(module: nn.Module) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().clone() for name, tensor in module.state_dict(keep_vars=True).items()}
 
 
+def _note_ready_gradients(model: nn.Module, ready: list) -> None:
+    """Each time a parameter's gradient is complete, note when in ``ready[-1]`` (the current step's list).
+
+    Registered before the student's DDP wraps the model, so for every parameter this note is taken
+    before the student's own hook runs: an all-reduce launched from that hook starts after it."""
+    for param in model.parameters():
+        if param.requires_grad:
+            param.register_post_accumulate_grad_hook(lambda _: ready[-1].append(time.perf_counter()))
+
+
 def _train(rank, world_size, wrap, case: DDPCase, seed: int, finish: bool) -> dict:
-    """Train one case with ``wrap(model)``, recording traffic and when each forward/backward ran."""
+    """Train one case with ``wrap(model)``, recording traffic, when each forward/backward ran and when
+    each gradient was ready."""
     model = build_model(case.model, seed)
     shard = slice(rank * PER_RANK_BATCH, (rank + 1) * PER_RANK_BATCH)
-    grads = []
+    grads, ready = [], []
+    _note_ready_gradients(model, ready)
     with record_traffic() as log:
         with log.span("construct"):
             wrapped = wrap(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
         for inputs, targets in global_batches(case.model, seed, world_size, case.steps):
             optimizer.zero_grad(set_to_none=True)
+            ready.append([])
             with log.span("forward"):
                 loss = nn.functional.mse_loss(wrapped(inputs[shard]), targets[shard])
             with log.span("backward"):
@@ -113,7 +82,7 @@ def _train(rank, world_size, wrap, case: DDPCase, seed: int, finish: bool) -> di
             grads.append({name: None if p.grad is None else p.grad.detach().clone()
                           for name, p in model.named_parameters()})
             optimizer.step()
-    return {"grads": grads, "final": _snapshot(model),
+    return {"grads": grads, "final": _snapshot(model), "ready": ready,
             "events": [(e.op, int(e.nbytes), e.start, e.end) for e in log.events],
             "spans": [tuple(span) for span in log.spans]}
 

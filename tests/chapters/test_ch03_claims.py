@@ -1,0 +1,149 @@
+"""What chapter 03's prose says, asserted: the numbers its cells print, the claims about torch 2.13's DDP
+(each against the installed torch's own source, at the line the prose cites, or run for real), and the
+limits of data parallelism it computes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_lib import sim
+from course_lib.sim import latency_share
+
+TORCH = Path(torch.__file__).parent
+DDP_SOURCE = TORCH / "nn" / "parallel" / "distributed.py"
+REDUCER = TORCH / "include" / "torch" / "csrc" / "distributed" / "c10d" / "reducer.hpp"
+
+# (file, first line, last line, text those lines must hold): every line the prose cites
+CITED = [
+    (DDP_SOURCE, 31, 31, "_DEFAULT_BUCKET_CAP_MB = 25"),
+    (DDP_SOURCE, 106, 110, "dist._DEFAULT_FIRST_BUCKET_BYTES if is_using_default else bucket_bytes_cap"),
+    (DDP_SOURCE, 150, 154, "bucket_size_limits = [sys.maxsize]"),
+    (DDP_SOURCE, 694, 699, ".. deprecated:: 2.13"),
+    (DDP_SOURCE, 694, 699, "Use ``forward_sync_buffers`` instead."),
+    (DDP_SOURCE, 719, 729, "find_unused_parameters (bool): Traverse the autograd graph"),
+    (DDP_SOURCE, 793, 800, "forward_sync_buffers (bool or None)"),
+    (DDP_SOURCE, 793, 800, "to ``True``"),
+    (DDP_SOURCE, 982, 990, "broadcast_buffers if broadcast_buffers is not None else True"),
+    (DDP_SOURCE, 1391, 1407, "we don't do bucketing, thus only one ALL-REDUCE is inserted"),
+    (DDP_SOURCE, 1391, 1407, "we only disable bucketing for the first iteration"),
+    (DDP_SOURCE, 1769, 1777, "self.reducer._rebuild_buckets()"),
+    (DDP_SOURCE, 1781, 1782, "self._sync_buffers()"),
+    (DDP_SOURCE, 1835, 1837, "self.reducer.prepare_for_backward(list(_find_tensors(output)))"),
+    (DDP_SOURCE, 2416, 2418, "authoritative_rank = 0"),
+    (REDUCER, 30, 30, "kDefaultFirstBucketBytes = 1024 * 1024"),
+    (REDUCER, 147, 149, "never rebuild them if"),
+    (REDUCER, 150, 152, "(static_graph_ || !find_unused_parameters_) && !has_rebuilt_bucket_"),
+]
+
+
+@pytest.mark.parametrize("path, first, last, text", CITED,
+                         ids=[f"{path.name}:{first}-{last}" for path, first, last, _ in CITED])
+def test_every_cited_line_of_torch_says_what_the_prose_says(path, first, last, text):
+    lines = path.read_text().splitlines()[first - 1:last]
+    assert text in " ".join(line.strip() for line in lines), (path.name, first, last, lines)
+
+
+def test_the_first_bucket_is_one_mib_and_the_default_cap_25():
+    import torch.distributed as dist
+    from torch.nn.parallel.distributed import _DEFAULT_BUCKET_CAP_MB
+
+    assert dist._DEFAULT_FIRST_BUCKET_BYTES == 2**20 and _DEFAULT_BUCKET_CAP_MB == 25
+
+
+def _h100_link(gpus: int):
+    return sim.make_cluster(gpus // 8, 8).group_link(range(gpus))
+
+
+def test_problem_2s_latency_shares_are_computed_as_the_time_is_and_lie_in_0_to_100_percent():
+    bucket = 25 * 2**20
+    shares = {(n, a): latency_share("all_reduce", bucket, n, _h100_link(n), a)
+              for n in (64, 1024) for a in ("ring", "double_binary_tree")}
+    assert all(0 <= share <= 1 for share in shares.values())
+    # what the cell prints: the ring's bucket almost all latency on 1024 GPUs, the tree's far less
+    assert round(shares[1024, "ring"], 2) == 0.99 and round(shares[1024, "double_binary_tree"], 2) == 0.65
+    ring, tree = (sim.collective_time("all_reduce", bucket, 1024, _h100_link(1024), algorithm=a)
+                  for a in ("ring", "double_binary_tree"))
+    assert tree < ring / 20
+
+
+def test_through_one_rank_the_tiny_mlp_is_about_3_times_slower_than_the_ring_on_1024_gpus():
+    link, mlp_bytes = _h100_link(1024), 4 * 38
+    through_one, ring = (sim.collective_time("all_reduce", mlp_bytes, 1024, link, algorithm=a)
+                         for a in ("parameter_server", "ring"))
+    assert 2.5 < through_one / ring < 3.5
+    # "a ring over 128 nodes crosses between nodes on 128 of its 1023 steps per phase"
+    assert math.isclose(link.ring_latency(1023), 895 * link.intra.latency + 128 * link.nic.latency)
+
+
+def test_plain_data_parallelism_fits_at_most_5_b_parameters_on_80_gb():
+    per_parameter = sim.zero_memory_per_device(1, 1, stage=0)
+    assert per_parameter == 16 and sim.H100.memory_bytes / per_parameter == 5e9
+    assert round(sim.LLAMA3_8B.num_params * per_parameter / 1e9) == 128     # "Llama 3 8B needs 128 GB"
+
+
+def test_problem_3s_batch_is_8_times_llama_3s_and_costs_4_5_times_the_data_for_44_percent_fewer_steps():
+    llama = sim.PUBLISHED_RUNS[0]
+    llama_tokens = llama.layout["global_batch"] * llama.model.seq_len
+    ours = 1024 * 2 * 8 * 8192
+    assert llama_tokens == 2048 * 8192 and ours == 8 * llama_tokens and round(ours / 1e6) == 134
+
+    def steps_and_samples(batch):   # McCandlish et al., B_crit taken as Llama 3's batch: S/S_min, E/E_min
+        return 1 + llama_tokens / batch, 1 + batch / llama_tokens
+
+    (critical_steps, critical_samples), (our_steps, our_samples) = map(steps_and_samples, (llama_tokens, ours))
+    assert (critical_steps, critical_samples) == (2, 2)
+    assert (our_steps - 1) * (our_samples - 1) == pytest.approx(1)       # on McCandlish's hyperbola
+    assert our_samples / critical_samples == 4.5 and round(1 - our_steps / critical_steps, 2) == 0.44
+
+
+@pytest.mark.slow
+def test_ddp_syncs_rank_0s_buffers_before_every_forward_unless_told_not_to():
+    import torch._dynamo  # noqa: F401 - DDP imports it: once here, not in every rank
+
+    from course_lib.dist import run_ranks
+
+    for sync, expected in ((True, [True, True, True]), (False, [True, False, False])):
+        seen_0, seen_1 = run_ranks(_buffers_each_forward_saw, 2, sync, timeout=60)
+        assert [torch.equal(a, b) for a, b in zip(seen_0, seen_1, strict=True)] == expected
+
+
+def _buffers_each_forward_saw(rank, world_size, sync):
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)),
+                                    forward_sync_buffers=sync)
+    norm, seen = model.module[1], []
+    norm.register_forward_pre_hook(lambda module, args: seen.append(module.running_mean.clone()))
+    for _ in range(3):
+        model(torch.randn(16, 4) + 3 * rank).sum().backward()
+    return seen
+
+
+@pytest.mark.slow
+def test_torchs_first_iteration_has_one_bucket_then_a_rebuilt_first_bucket_just_past_one_mib():
+    import torch._dynamo  # noqa: F401 - DDP imports it: once here, not in every rank
+
+    from course_lib.dist import run_ranks
+
+    first, rebuilt = run_ranks(_torch_buckets, 2, timeout=60)[0]
+    layer = 256 * 256 * 4 + 256 * 4
+    assert first == str(8 * layer)                       # everything in one bucket
+    assert rebuilt == f"{4 * layer}, {4 * layer}"        # closed once past 1 MiB: 4 layers, then the rest
+    assert 4 * layer > 2**20 > 3 * layer
+
+
+def _torch_buckets(rank, world_size):
+    from torch.nn.parallel import DistributedDataParallel
+
+    from course_lib.dist import make_wide_mlp
+
+    model = DistributedDataParallel(make_wide_mlp((256,) * 9))
+    for _ in range(3):
+        model(torch.randn(8, 256)).sum().backward()
+    data = model._get_ddp_logging_data()
+    return data["bucket_sizes"], data["rebuilt_bucket_sizes"]
