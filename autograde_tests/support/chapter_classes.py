@@ -89,7 +89,7 @@ CHAPTERS = (
     # Chapter 03 in a run of its own (its lesson times real ranks); each DDP fixture is the whole 'ddp' cell.
     Chapter("03_data_parallel", "ddp", "ddp", run="ddp_graded_class", answers="ddp"),
     Chapter("05_pipeline_parallel", "pipeline", "pipeline"),
-    # The zero-bubble part's fixtures are all checked directly (tests/chapters/test_ch05_pipeline_fixtures.py):
+    # The zero-bubble part's fixtures are all checked directly (tests/chapters/test_ch05_pipeline_fixtures):
     # this row grades the part's cells of the chapter's solution and release.
     Chapter("05_pipeline_parallel", "pipeline", "zero_bubble", student_prefix="zb_"),
     Chapter("06_tensor_parallel", "tp", "tensor_parallel"),

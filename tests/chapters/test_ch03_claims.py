@@ -94,7 +94,8 @@ def test_problem_3s_batch_is_8_times_llama_3s_and_costs_4_5_times_the_data_for_4
     def steps_and_samples(batch):   # McCandlish et al., B_crit taken as Llama 3's batch: S/S_min, E/E_min
         return 1 + llama_tokens / batch, 1 + batch / llama_tokens
 
-    (critical_steps, critical_samples), (our_steps, our_samples) = map(steps_and_samples, (llama_tokens, ours))
+    (critical_steps, critical_samples) = steps_and_samples(llama_tokens)
+    (our_steps, our_samples) = steps_and_samples(ours)
     assert (critical_steps, critical_samples) == (2, 2)
     assert (our_steps - 1) * (our_samples - 1) == pytest.approx(1)       # on McCandlish's hyperbola
     assert our_samples / critical_samples == 4.5 and round(1 - our_steps / critical_steps, 2) == 0.44

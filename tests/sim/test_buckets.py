@@ -14,7 +14,7 @@ from course_lib.sim import (
     optimal_bucket_bytes,
 )
 
-S, O, W = 4.2e6, 1e-4, 1e9
+S, OVERHEAD, W = 4.2e6, 1e-4, 1e9
 
 
 def test_the_latency_is_the_time_of_an_empty_buffer_and_each_hop_pays_its_own_link():
@@ -49,31 +49,32 @@ def test_the_all_reduce_is_a_per_call_cost_plus_bytes_at_the_algorithm_bandwidth
 
 @pytest.mark.parametrize("buckets", [1, 2, 4, 8, 16])
 def test_under_cs336s_assumption_the_overhead_is_its_closed_form(buckets):
-    assert math.isclose(bucketed_overhead(S, S / buckets, O, W), buckets * O + S / (buckets * W))
+    closed_form = buckets * OVERHEAD + S / (buckets * W)
+    assert math.isclose(bucketed_overhead(S, S / buckets, OVERHEAD, W), closed_form)
 
 
 def test_the_closed_form_optimum_minimises_it():
-    best = optimal_bucket_bytes(S, O, W)
-    assert math.isclose(best, math.sqrt(S * W * O))
+    best = optimal_bucket_bytes(S, OVERHEAD, W)
+    assert math.isclose(best, math.sqrt(S * W * OVERHEAD))
     around = (math.floor(S / best), math.ceil(S / best))       # whole numbers of buckets either side
-    at_best = min(bucketed_overhead(S, S / n, O, W) for n in around)
-    assert all(bucketed_overhead(S, S / n, O, W) >= at_best for n in range(1, 40))
+    at_best = min(bucketed_overhead(S, S / n, OVERHEAD, W) for n in around)
+    assert all(bucketed_overhead(S, S / n, OVERHEAD, W) >= at_best for n in range(1, 40))
     assert optimal_bucket_bytes(1e3, 1.0, 1e12) == 1e3    # never more than all the gradients
 
 
 def test_a_backward_slower_than_the_network_hides_all_but_the_last_bucket():
     slow_backward = 1.0
-    tail = buckets_after_backward([S / 4] * 4, O, W, slow_backward)
-    assert math.isclose(tail, O + S / 4 / W)
-    assert buckets_after_backward([], O, W, 1.0) == 0.0
+    tail = buckets_after_backward([S / 4] * 4, OVERHEAD, W, slow_backward)
+    assert math.isclose(tail, OVERHEAD + S / 4 / W)
+    assert buckets_after_backward([], OVERHEAD, W, 1.0) == 0.0
     # a bucket that does not exist yet cannot go out: the single bucket waits for the whole backward
-    assert math.isclose(buckets_after_backward([S], O, W, slow_backward), O + S / W)
+    assert math.isclose(buckets_after_backward([S], OVERHEAD, W, slow_backward), OVERHEAD + S / W)
 
 
 def test_bad_bucket_arguments_are_named():
     with pytest.raises(ValueError, match="bucket_bytes"):
-        bucketed_overhead(S, 0, O, W)
+        bucketed_overhead(S, 0, OVERHEAD, W)
     with pytest.raises(ValueError, match="bandwidth"):
-        buckets_after_backward([1.0], O, 0, 1.0)
+        buckets_after_backward([1.0], OVERHEAD, 0, 1.0)
     with pytest.raises(ValueError, match="per_call"):
         optimal_bucket_bytes(S, -1, W)
