@@ -127,3 +127,14 @@ def _rank_uses_ddp_itself(rank, world_size, student):
     answer = student.resolve()
     DistributedDataParallel(nn.Linear(2, 2))   # the check's own reference, after the refusal is armed
     return answer(2)
+
+
+def test_a_refused_module_that_defines_an_enum_does_not_refuse_every_enum():
+    # torch.distributed.checkpoint._experimental defines an Enum; EnumType puts enum.py's own __new__ in
+    # its dict, which must stay callable (signal.Signals(15) goes through it)
+    refusal = Refusal("your checkpointing", modules=("torch.distributed.checkpoint._experimental",))
+    source = "import signal\ndef answer(s, m):\n    return signal.Signals(15).name\n"
+    assert _answer(source, refusal=refusal) == "SIGTERM"
+    refused = ("from torch.distributed.checkpoint._experimental.utils import wrap_future\n"
+               "def answer(s, m):\n    return wrap_future(None).done()\n")
+    assert "torch.distributed.checkpoint._experimental" in _refused(refused, refusal=refusal)

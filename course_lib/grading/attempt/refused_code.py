@@ -102,7 +102,16 @@ def _codes_of(value, seen: set, into: dict, label: tuple) -> None:
             _codes_of(part, seen, into, label) if part is not None else None
     elif isinstance(value, type):
         for member in vars(value).values():
-            _codes_of(member, seen, into, label)
+            if _defined_with(member, value):
+                _codes_of(member, seen, into, label)
+
+
+def _defined_with(member, klass: type) -> bool:
+    """Whether a class member's code is the class's module's own: an Enum's ``__new__`` is enum.py's, put
+    in each Enum's dict by EnumType, and refusing it would refuse every Enum in the program."""
+    function = getattr(member, "__func__", getattr(member, "fget", member))
+    module = getattr(function, "__module__", None)
+    return module is None or module == klass.__module__
 
 
 def _defined_here(module: types.ModuleType, into: dict, seen: set, origin: str) -> None:
