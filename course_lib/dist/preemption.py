@@ -167,8 +167,9 @@ def _follow(run: PreemptedRun, ranks: RankGroup, events: _Events, deadline: floa
         _record(run, events.read(0.02))
         failed = ranks.pump(0.03)
         _record(run, events.read())
-        if failed is not None and not run.struck and _died_of(ranks.results[failed], signal.SIGXFSZ):
-            run.struck = plan is not None and plan.kind == "file_bytes"
+        if failed is not None and not run.struck and plan is not None and plan.kind == "file_bytes":
+            # the first rank noticed may be a peer that lost its connection: look at every rank
+            run.struck = any(_died_of(outcome, signal.SIGXFSZ) for outcome in ranks.results.values())
         if failed is not None and not run.struck:
             when = " before the planned preemption" if plan is not None else ""
             run.error = f"rank {failed} failed{when}: {_describe(ranks.results[failed])}"
