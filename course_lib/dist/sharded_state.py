@@ -1,5 +1,5 @@
-"""Chapter 09's DCP lessons, the plumbing: a small FSDP2 model with Adam, a few training steps, and its whole
-state gathered on rank 0, so that a checkpoint saved on N ranks and loaded on M can be compared value by value.
+"""Chapter 09's DCP lessons, the plumbing: a small FSDP2 model with Adam, a few training steps, and its
+whole state gathered on rank 0, so that a checkpoint saved on N ranks and loaded on M compares value by value.
 
 The lesson's own cells call ``torch.distributed.checkpoint`` (save, load, async_save) and the state-dict
 helpers themselves; this module only builds what they save and reads back what they loaded.
@@ -17,9 +17,10 @@ WHOLE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 def sharded_mlp(seed: int, width: int = 16) -> tuple[nn.Module, torch.optim.Optimizer]:
-    """An 8 -> width -> width -> 6 MLP, each Linear an FSDP2 unit (6 rows over 4 ranks: 2, 2, 2, 0), with Adam."""
+    """An 8 -> width -> width -> 6 MLP, each Linear one FSDP2 unit (6 rows on 4 ranks: 2, 2, 2, 0); Adam."""
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(8, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 6))
+    model = nn.Sequential(nn.Linear(8, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                          nn.Linear(width, 6))
     for layer in model[::2]:
         fully_shard(layer)
     fully_shard(model)

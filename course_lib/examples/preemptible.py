@@ -69,12 +69,13 @@ def resume(model, optimizer, folder: Path) -> int:
 def default_folder() -> Path:
     run_dir = os.environ.get("COURSE_RUN_DIR")
     if not run_dir:
-        raise ValueError("give the checkpoint folder as the 4th argument (or run under slurm/preemptible.sbatch, "
-                         "which sets COURSE_RUN_DIR)")
+        raise ValueError("give the checkpoint folder as the 4th argument (or run under "
+                         "slurm/preemptible.sbatch, which sets COURSE_RUN_DIR)")
     return Path(run_dir) / "checkpoints"
 
 
-def main(rank: int, world_size: int, steps=STEPS, save_every=SAVE_EVERY, step_seconds=0.0, folder=None) -> dict:
+def main(rank: int, world_size: int, steps=STEPS, save_every=SAVE_EVERY, step_seconds=0.0,
+         folder=None) -> dict:
     steps, save_every = positive_int(steps, "steps"), positive_int(save_every, "save_every")
     require_divisible(world_size, BATCH, f"the batch of {BATCH} samples")
     folder = Path(folder) if folder else default_folder()

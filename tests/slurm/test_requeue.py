@@ -21,8 +21,11 @@ STEPS, SAVE_EVERY, STEP_SECONDS = 12, 4, 0.3
 
 
 def test_a_warned_job_saves_requeues_and_resumes_exactly(local_slurm, submit_dir, tmp_path):
+    def first_checkpoint_written(run_dir):
+        return (run_dir / "checkpoints" / f"step-{SAVE_EVERY:06d}" / ".metadata").exists()
+
     job = preempt_and_requeue(REPO / "slurm" / "preemptible.sbatch", STEPS, SAVE_EVERY, STEP_SECONDS,
-                              ready=lambda run_dir: (run_dir / "checkpoints" / "step-000004" / ".metadata").exists(),
+                              ready=first_checkpoint_written,
                               submit_dir=submit_dir, env=dict(local_slurm.env, COURSE_DIR=str(REPO)),
                               timeout=180)
     result = JobResult(job.job_id, job.state, job.exit_code, job.output_path)

@@ -23,7 +23,7 @@ __all__ = ["REFUSAL", "TrainingJob", "check_checkpoint_atomic", "check_checkpoin
            "save_kills"]
 
 VISIBLE_SEED = 7
-VISIBLE_TIMEOUT_S = 20
+VISIBLE_TIMEOUT_S = 30
 VISIBLE_SETTINGS = {"seed": VISIBLE_SEED, "save_every": 3}
 
 
