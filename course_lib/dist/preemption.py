@@ -177,7 +177,6 @@ def _follow(run: PreemptedRun, ranks: RankGroup, events: _Events, deadline: floa
             break
         if run.struck and kill_at is None:
             kill_at = time.monotonic() + (plan.grace_s if plan.kind == "sigterm" else plan.settle_s)
-            kill_at = time.monotonic() if plan.kind == "sigkill" else kill_at
         now = time.monotonic()
         if kill_at is not None and now > kill_at and len(ranks.results) < run.world_size:
             run.grace_expired = plan.kind == "sigterm"

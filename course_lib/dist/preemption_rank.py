@@ -54,7 +54,8 @@ class Preemption:
         if self.kind == "sigkill":
             return f"SIGKILL to every rank as soon as one reached step {self.step}"
         if self.kind == "sigterm":
-            late = (f" (ranks {', '.join(map(str, self.late_ranks))} one step later, at {self.step + 1})"
+            who = "rank" if len(self.late_ranks) == 1 else "ranks"
+            late = (f" ({who} {', '.join(map(str, self.late_ranks))} one step later, at {self.step + 1})"
                     if self.late_ranks else "")
             return f"SIGTERM to each rank when it reached step {self.step}{late}"
         return f"SIGKILL in the save after step {self.step}: {self.how()}"

@@ -38,7 +38,7 @@ from ._seeds import fresh_seed
 
 POINTS = {"test_checkpoint_round_trip": 2, "test_checkpoint_atomic": 2, "test_resume_after_sigkill": 3,
           "test_resume_after_sigterm": 2, "test_resume_on_new_world_size": 2}
-TIMEOUT_S = 40
+TIMEOUT_S = 60
 STEPS_PER_EPOCH = TrainingJob("-").steps_per_epoch   # 5: no checkpoint the checks resume from ends an epoch
 
 

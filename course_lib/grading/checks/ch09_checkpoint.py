@@ -79,7 +79,7 @@ def check_resume_after_sigkill(train, world_size: int = 2) -> None:
 def check_resume_after_sigterm(train, world_size: int = 2) -> None:
     """Visible test: SIGTERM (rank 0 at step 7, rank 1 one step later): save, return, resume exactly."""
     def choose(profile):
-        return [Preemption("sigterm", 7, late_ranks=tuple(range(1, world_size)), grace_s=5.0)]
+        return [Preemption("sigterm", 7, late_ranks=tuple(range(1, world_size)), grace_s=TrainingJob.grace_s)]
 
     problems = resume_problems(train, VISIBLE_SETTINGS, world_size, world_size, choose, True,
                                VISIBLE_TIMEOUT_S)

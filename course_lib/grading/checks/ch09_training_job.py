@@ -37,7 +37,7 @@ class TrainingJob:
     global_batch: int = 12
     dataset_size: int = 60
     dropout: float = 0.2
-    grace_s: float = 5.0
+    grace_s: float = 15.0
 
     @functools.cached_property
     def dataset(self) -> TensorDataset:
