@@ -85,6 +85,6 @@ def ddp_graded_class(tmp_path_factory) -> GradedClass:
 @pytest.fixture(scope="session")
 def checkpoint_graded_class(tmp_path_factory) -> GradedClass:
     """Chapter 09 in a run of its own: every test cell kills real runs and resumes them, several times, and
-    a wrong answer that leaves mixed checkpoints makes a resumed run hang until its 20 s timeout."""
+    a wrong answer that leaves mixed checkpoints makes a resumed run hang until the run's timeout."""
     return _chapter_run(tmp_path_factory, "checkpoint_graded_class", jobs=2, cell_timeout=120,
                         judge_timeout=400)
