@@ -32,7 +32,7 @@ class GradedClass:
 
 
 GRADING_RUN_TIMEOUT_S = 1800  # the shared run of every chapter's classes outgrows pytest's 600 s default
-RUNS = ("graded_class", "ddp_graded_class", "zero_graded_class", "ep_graded_class")
+RUNS = ("graded_class", "ddp_graded_class", "zero_graded_class", "ep_graded_class", "checkpoint_graded_class")
 
 
 def pytest_collection_modifyitems(items):
@@ -80,6 +80,14 @@ def ddp_graded_class(tmp_path_factory) -> GradedClass:
     """Chapter 03 in a run of its own: its lesson times real ranks, so its cells need more than the shared
     run's 20 s on a busy machine."""
     return _chapter_run(tmp_path_factory, "ddp_graded_class", jobs=2, cell_timeout=120, judge_timeout=300)
+
+
+@pytest.fixture(scope="session")
+def checkpoint_graded_class(tmp_path_factory) -> GradedClass:
+    """Chapter 09 in a run of its own: every test cell kills real runs and resumes them, several times, and
+    a wrong answer that leaves mixed checkpoints makes a resumed run hang until the run's timeout."""
+    return _chapter_run(tmp_path_factory, "checkpoint_graded_class", jobs=2, cell_timeout=120,
+                        judge_timeout=400)
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,8 @@ CH07_OPTIMIZER = "ch07_optimizer:"
 CH07_FSDP = "ch07_fsdp:"
 CH02_PREDICT = "ch02_prediction:"
 CH08_CAPSTONE = "ch08_capstone:"
+CH09 = "ch09_checkpoint:"
+CH09_STORAGE = ("save_checkpoint", "load_checkpoint")
 CH11 = "ch11_expert_parallel:"
 EP = ("expert_parallel_forward",)
 
@@ -130,6 +132,16 @@ CHECKS = {
         CH02_PREDICT + "check_predict_hidden", ("predict_gloo_all_reduce",)),
     ("02_collectives", "test_predict_gloo_own_formula"): IsolatedCheck(
         CH02_PREDICT + "check_predict_own_formula", ("predict_gloo_all_reduce",)),
+    ("09_on_the_cluster", "test_checkpoint_round_trip"): IsolatedCheck(
+        CH09 + "check_round_trip_hidden", CH09_STORAGE),
+    ("09_on_the_cluster", "test_checkpoint_atomic"): IsolatedCheck(
+        CH09 + "check_atomic_hidden", CH09_STORAGE),
+    ("09_on_the_cluster", "test_resume_after_sigkill"): IsolatedCheck(
+        CH09 + "check_resume_after_sigkill_hidden", ("train",)),
+    ("09_on_the_cluster", "test_resume_after_sigterm"): IsolatedCheck(
+        CH09 + "check_resume_after_sigterm_hidden", ("train",)),
+    ("09_on_the_cluster", "test_resume_on_new_world_size"): IsolatedCheck(
+        CH09 + "check_resume_on_new_world_size_hidden", ("train",)),
     ("11_expert_parallel", "test_expert_parallel_values"): IsolatedCheck(
         CH11 + "check_expert_parallel_values_hidden", EP),
     ("11_expert_parallel", "test_expert_parallel_gradients"): IsolatedCheck(

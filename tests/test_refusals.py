@@ -149,3 +149,14 @@ def test_course_code_the_answer_may_use_acts_for_its_caller():
               "    checks = sys.modules['course_lib.grading.checks.ch02_prediction']\n"
               "    return checks.reference_time(4096, s, 5e-5, 1e9)\n")
     assert "from course_lib" in _refused(source)
+
+
+def test_a_refused_module_that_defines_an_enum_does_not_refuse_every_enum():
+    # torch.distributed.checkpoint._experimental defines an Enum; EnumType puts enum.py's own __new__ in
+    # its dict, which must stay callable (signal.Signals(15) goes through it)
+    refusal = Refusal("your checkpointing", modules=("torch.distributed.checkpoint._experimental",))
+    source = "import signal\ndef answer(s, m):\n    return signal.Signals(15).name\n"
+    assert _answer(source, refusal=refusal) == "SIGTERM"
+    refused = ("from torch.distributed.checkpoint._experimental.utils import wrap_future\n"
+               "def answer(s, m):\n    return wrap_future(None).done()\n")
+    assert "torch.distributed.checkpoint._experimental" in _refused(refused, refusal=refusal)

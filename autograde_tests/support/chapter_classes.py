@@ -98,6 +98,10 @@ CHAPTERS = (
     Chapter("07_zero_fsdp", "zero", "zero", run="zero_graded_class", answers="over_solution"),
     Chapter("08_nd_parallelism", "mesh", "mesh"),
     Chapter("08_nd_parallelism", "mesh", "capstone", answers="over_solution", student_prefix="capstone_"),
+    # Chapter 09 in a run of its own while it is new: each test cell kills and resumes real runs a few times,
+    # past the shared run's 20 s per cell on a busy machine. Each fixture answers the cells it names.
+    Chapter("09_on_the_cluster", "checkpoint", "checkpoint", run="checkpoint_graded_class",
+            answers="over_solution"),
     # Chapter 11 in a run of its own while it is new (the lead decides whether it joins the shared run):
     # its lesson times real ranks and calibrates the machine.
     Chapter("11_expert_parallel", "ep", "expert_parallel", run="ep_graded_class"),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 NCCL_LINE = re.compile(r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] "
                        r"NCCL (?P<level>INFO|WARN|TRACE) (?P<message>.*)$")
+RING = re.compile(r"^Channel (?P<channel>\d+)/(?P<channels>\d+) :(?P<ranks>(?:\s+\d+)+)\s*$")
 CHANNEL = re.compile(r"Channel (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)\[\w+\] -> (?P<dst>\d+)\[\w+\]"
                      r"(?: \[(?P<direction>send|receive)\])? via (?P<transport>\S+)")
 
@@ -34,6 +35,15 @@ class NcclLine:
         return {"channel": int(found["channel"]), "from_rank": int(found["src"]),
                 "to_rank": int(found["dst"]),
                 "direction": found["direction"], "transport": found["transport"]}
+
+
+    def ring(self) -> dict | None:
+        """For a "Channel NN/MM : r r r ..." line: the channel, how many channels, and its ring of ranks."""
+        match = RING.match(self.message)
+        if match is None:
+            return None
+        return {"channel": int(match["channel"]), "channels": int(match["channels"]),
+                "ranks": [int(rank) for rank in match["ranks"].split()]}
 
 
 def parse_line(text: str) -> NcclLine | None:

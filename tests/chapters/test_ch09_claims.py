@@ -5,6 +5,7 @@ NCCL_DEBUG (from COURSE_NCCL_DEBUG)."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -46,3 +47,126 @@ def test_the_scripts_set_no_nccl_variable_but_nccl_debug_and_the_site_template_o
     assert 'export NCCL_DEBUG="$COURSE_NCCL_DEBUG"' in texts["course_env.sh"]
     suggested = assigned_nccl_variables(texts["site.example.sh"], commented=True)
     assert suggested and suggested <= {"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"}, suggested
+
+
+# ---- the corrections of issue 31, each statement checked against what it is about -------------------------
+
+TORCH = Path(__import__("torch").__file__).parent
+C10D_HEADERS = TORCH / "include" / "torch" / "csrc" / "distributed" / "c10d"
+EXCERPTS = ROOT / "solutions" / "09_on_the_cluster"
+# NCCL's Environment Variables page (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html): the
+# section ("System configuration" or "Debugging") each variable the chapter names is listed in.
+NCCL_GROUPS = {"NCCL_SOCKET_IFNAME": "system configuration", "NCCL_IB_HCA": "system configuration",
+               "NCCL_DEBUG": "system configuration", "NCCL_DEBUG_SUBSYS": "system configuration",
+               "NCCL_DEBUG_FILE": "system configuration", "NCCL_IB_DISABLE": "debugging",
+               "NCCL_P2P_DISABLE": "debugging", "NCCL_P2P_LEVEL": "debugging", "NCCL_ALGO": "debugging",
+               "NCCL_PROTO": "debugging"}
+
+
+def table_groups() -> dict[str, str]:
+    rows = re.findall(r"^\| (`NCCL_[^|]+) \| (system configuration|debugging) \|", markdown(), re.M)
+    return {name: group for names, group in rows for name in re.findall(r"`(NCCL_\w+)`", names)}
+
+
+def test_the_nccl_table_groups_each_variable_as_nccls_page_does():
+    assert table_groups() == NCCL_GROUPS
+
+
+def test_torch_nccl_async_error_handling_its_modes_and_its_deprecated_alias_are_torchs():
+    header = (C10D_HEADERS / "ProcessGroupNCCL.hpp").read_text()
+    aliases = re.search(r"TORCH_NCCL_ASYNC_ERROR_HANDLING = \{([^}]*)\}", header).group(1)
+    assert re.findall(r'"(\w+)"', aliases) == ["TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"]
+    assert "is deprecated; use" in (C10D_HEADERS / "Utils.hpp").read_text()
+    enum = header[header.index("enum ErrorHandlingMode"):][:200]
+    modes = {int(value): name for name, value in re.findall(r"(\w+) = (\d)", enum)}
+    assert modes == {0: "NoHandling", 1: "TearDown", 2: "CleanUpOnly", 3: "SkipCleanUp"}
+    text = " ".join(markdown().split())
+    assert ("(0: nothing; 1: tear the process down; 2: abort the communicators only; 3: tear down without"
+            in text)
+    agent = (TORCH / "distributed" / "elastic" / "agent" / "server" / "local_elastic_agent.py").read_text()
+    assert '"TORCH_NCCL_ASYNC_ERROR_HANDLING", str(1)' in agent
+
+
+def test_the_old_log_is_dated_and_the_current_ones_are_nccl_2_20_or_later_with_their_sources():
+    from course_lib.dist.nccl_log import read_excerpts
+
+    old = read_excerpts(EXCERPTS / "nccl_debug_info.log")[0]
+    assert "NCCL version 2.4.8+cuda10.1" in old.lines
+    assert "NCCL 2.4.8, a 2019 release" in " ".join(markdown().split())
+    current = read_excerpts(EXCERPTS / "nccl_current_info.log")
+    assert all(excerpt.source.startswith("https://github.com/") for excerpt in current)
+    notes = " ".join(note for excerpt in current for note in excerpt.notes)
+    stated = [(int(major), int(minor)) for major, minor in re.findall(r"NCCL (\d)\.(\d+)\.\d", notes)]
+    assert stated and min(stated) >= (2, 20), stated
+    lines = "\n".join(line for excerpt in current for line in excerpt.lines)
+    for shown in ("Init START", "Init COMPLETE", "NVLS multicast support is available",
+                  "RAS client listening", "nvls channels", "via NET/"):
+        assert shown in lines and shown.split()[0] in markdown(), shown
+
+
+def test_course_launch_runs_one_srun_task_per_node_and_torchrun_forks_the_ranks():
+    env = (SLURM / "course_env.sh").read_text()
+    srun = env[env.index("srun --nodes"):env.index("-m course_lib.dist.launch")]
+    assert "--ntasks-per-node=1" in srun and "torch.distributed.run" in srun
+    assert '--nproc-per-node="$COURSE_PROCS_PER_NODE"' in srun
+    assert 'echo "$SLURM_NTASKS_PER_NODE"' in env
+    row = next(line for line in markdown().splitlines() if line.startswith("| `--ntasks-per-node=2`"))
+    assert "one `srun` task per node" in row and "torchrun forks" in row
+
+
+def test_the_fitted_lines_intercept_is_not_two_alphas_under_chapter_02s_segment_model():
+    from course_lib.dist.calibration import GLOO_SEGMENT_BYTES
+    from course_lib.sim import Link, collective_time
+
+    link, sizes = Link(latency=50e-6, bandwidth=1e9), [1 << 20, 1 << 21, 1 << 22, 1 << 23]
+    times = [collective_time("all_reduce", size, 2, link, "ring", segment_bytes=GLOO_SEGMENT_BYTES)
+             for size in sizes]
+    slope = (times[-1] - times[0]) / (sizes[-1] - sizes[0])
+    intercept = times[0] - slope * sizes[0]
+    assert abs(intercept - 2 * link.latency) > link.latency   # the per-segment latencies went into the slope
+    assert 2 * (2 - 1) * math.ceil((8 << 20) / 2 / GLOO_SEGMENT_BYTES) == 8
+    text = " ".join(markdown().split())
+    assert "**empirical fit**" in text and "that is 8 messages" in text
+    assert "the intercept is not $2\\alpha$" in text
+
+
+def test_the_models_busbw_is_at_line_rate_above_what_nccl_tests_measures():
+    from course_lib.sim import bus_bandwidth, make_cluster
+    from course_lib.sim.cluster.presets import NCCL_MEASURED_BUSBW
+
+    cluster = make_cluster(nodes=2, gpus_per_node=8, preset="h100")
+    busbw = bus_bandwidth("all_reduce", 2**30, cluster.collective_time("all_reduce", 2**30, range(16)), 16)
+    low, high = (8 * per_nic for per_nic in NCCL_MEASURED_BUSBW["ndr_per_nic"])
+    assert (low, high) == (368e9, 384e9) and busbw > high
+    assert "368 to 384 GB/s" in " ".join(markdown().split())
+
+
+def test_what_the_hangs_and_checkpoints_sections_say_of_torch_is_in_torch_2_13():
+    from datetime import timedelta
+
+    import torch.distributed.constants
+
+    assert torch.distributed.constants.default_pg_timeout == timedelta(minutes=30)
+    recorder = (C10D_HEADERS / "FlightRecorder.hpp").read_text()
+    assert '{"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, 2000' in recorder
+    assert '"TORCH_NCCL_DUMP_ON_TIMEOUT"' in (C10D_HEADERS / "ProcessGroupNCCL.hpp").read_text()
+    entry_points = next(TORCH.parent.glob("torch-*.dist-info")) / "entry_points.txt"
+    assert "torchfrtrace = torch.distributed.flight_recorder.fr_trace:main" in entry_points.read_text()
+    saver = (TORCH / "distributed" / "checkpoint" / "state_dict_saver.py").read_text().splitlines()
+    assert saver[220].startswith("def async_save(") and "state_dict_saver.py:221" in markdown()
+    writer = (TORCH / "distributed" / "checkpoint" / "filesystem.py").read_text()
+    finish = writer[writer.index("    def finish(self, metadata"):]
+    assert "self.fs.rename(tmp_path, metadata_path)" in finish[:2000]
+
+
+@pytest.mark.parametrize("page, said", [
+    ("sbatch", "be sent up to 60 seconds earlier than specified"),
+    ("scancel", "By default, signals other than SIGKILL are not sent to the batch step"),
+])
+def test_what_the_preemption_section_says_of_slurm_is_in_its_manual_pages(page, said):
+    manual = Path(f"/usr/share/man/man1/{page}.1.gz")
+    if not manual.exists():
+        pytest.skip(f"no {page} manual page here (Slurm's packages are not installed)")
+    import gzip
+
+    assert said in " ".join(gzip.decompress(manual.read_bytes()).decode(errors="replace").split())

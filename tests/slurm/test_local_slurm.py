@@ -82,7 +82,7 @@ def test_sbatch_scripts_leave_memory_to_the_partition_default():
     """A fixed request (say 4G per CPU) exceeds what a small host offers, and Slurm then rejects the
     job at submission; without one, each job gets the partition's DefMemPerCPU, which the site sets
     for its nodes and the local Slurm sets to the host's memory shared out per CPU."""
-    assert len(SBATCH_SCRIPTS) == 8, SBATCH_SCRIPTS
+    assert len(SBATCH_SCRIPTS) == 9, SBATCH_SCRIPTS
     for script in SBATCH_SCRIPTS:
         options = SBATCH_OPTION.findall(script.read_text())
         # The training examples start one task per node (torchrun fans out); the grading array's

@@ -1,0 +1,114 @@
+"""Chapter 09's checks, rank side: what each rank runs (the student's save/load/train), and the data it uses.
+
+States to save are rebuilt from a seed on both sides (the judge never needs them sent); every rank
+function returns plain data only. ``scratch_folder`` makes a folder the ranks can write to even when the
+grader's sandbox runs them under another uid.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from course_lib.dist.preemption import step_reached
+from course_lib.grading.attempt.refusals import check_not_refused
+from course_lib.grading.sandbox.policy import POLICY_ENV, SandboxPolicy
+
+DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.int64)
+
+
+def make_state(seed: int, rank: int, version: int) -> dict:
+    """A checkpoint-like state: shared entries (the same on every rank) and this rank's own (its RNG)."""
+    shared = torch.Generator().manual_seed(seed * 31 + version)
+    own = torch.Generator().manual_seed(seed * 31 + version + 7919 * (rank + 1))
+    dtype = DTYPES[seed % len(DTYPES)]
+    weights = {f"layer{i}.weight": (torch.randn(3 + i, 2 + seed % 3, generator=shared) * 50).to(dtype)
+               for i in range(2)}
+    step = torch.tensor(float(version))
+    optimizer = {"state": {0: {"step": step, "exp_avg": torch.randn(4, generator=shared)},
+                           1: {"step": step.clone(), "exp_avg": torch.randn(0, generator=shared)}},
+                 "param_groups": [{"lr": 0.05, "betas": [0.9, 0.999], "params": [0, 1]}]}
+    return {"model": weights, "optimizer": optimizer, "step": version * 3, "note": f"version {version}",
+            "rank": rank, "rng": torch.randint(0, 255, (16,), generator=own, dtype=torch.uint8),
+            "position": {"epoch": version // 2, "batch": float(version) / 4}}
+
+
+@contextmanager
+def scratch_folder():
+    """A fresh empty folder (removed afterwards) that the ranks may write to, sandboxed or not."""
+    policy_text = os.environ.get(POLICY_ENV)
+    policy = SandboxPolicy.from_json(policy_text) if policy_text else None
+    base = policy.home if policy and policy.home and os.path.isdir(policy.home) else None
+    folder = tempfile.mkdtemp(prefix="course-ch09-", dir=base)
+    if policy and os.geteuid() == 0:
+        os.chown(folder, policy.uid, policy.gid)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _plain(value):
+    """The loaded value as plain data (tensors copied; objects the transport cannot carry named)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        return {key if isinstance(key, (str, int)) else repr(key): _plain(item)
+                for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return value
+    return f"<{type(value).__name__}>"
+
+
+def round_trip_side(rank, world_size, save, load, folder, seed, empty_folder, versions):
+    """Load from an empty folder; save each version in turn; load what the folder then holds."""
+    save_checkpoint, load_checkpoint = save.resolve(), load.resolve()
+    outcome = {"empty": _plain(load_checkpoint(empty_folder)) if empty_folder else "not asked"}
+    for version in range(1, versions + 1):
+        save_checkpoint(make_state(seed, rank, version), folder)
+    outcome["loaded"] = _plain(load_checkpoint(folder))
+    check_not_refused()
+    return outcome
+
+
+def save_versions_side(rank, world_size, save, folder, seed, versions):
+    """Save version 1, 2, ... in turn, announcing step v - 1 before saving version v (where kills strike)."""
+    save_checkpoint = save.resolve()
+    for version in range(1, versions + 1):
+        step_reached(version - 1)
+        save_checkpoint(make_state(seed, rank, version), folder)
+    step_reached(versions)
+    check_not_refused()
+    return True
+
+
+def load_side(rank, world_size, load, folders):
+    """What load_checkpoint gives this rank from each folder: {"state": ...} or {"raised": its error}."""
+    load_checkpoint = load.resolve()
+    loaded = []
+    for folder in folders:
+        try:
+            loaded.append({"state": _plain(load_checkpoint(folder))})
+        except Exception as error:  # noqa: BLE001 - a checkpoint that cannot be read is judged, not fatal
+            loaded.append({"raised": f"{type(error).__name__}: {error}"[:300]})
+    check_not_refused()
+    return loaded
+
+
+def train_side(rank, world_size, student, job):
+    """The student's train(job) from a seeded RNG; the final weights of the model it returns."""
+    train = student.resolve()
+    torch.manual_seed(job.rank_seed(rank))
+    model = train(job)
+    check_not_refused()
+    module = getattr(model, "module", model)
+    if not isinstance(module, nn.Module):
+        return f"train(job) returned {type(model).__name__}, not the model"
+    return {name: tensor.detach().clone() for name, tensor in module.state_dict().items()}
