@@ -8,6 +8,13 @@ message-level simulated GPU. Every public name is imported here: import from cou
 from .cluster.hardware import HardwarePreset, Link
 from .cluster.presets import A100, H100, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .cluster.topology import Cluster, make_cluster
+from .collectives.context_parallel import (
+    ContextParallelCost,
+    causal_step_work,
+    causal_work,
+    context_parallel_cost,
+    ring_attention_timeline,
+)
 from .collectives.cost import (
     ALGORITHM_OPS,
     ALGORITHMS,
@@ -54,7 +61,8 @@ from .step.memory_plan import memory_per_device
 from .step.schedules import Schedule, bubble_fraction_formula, pipeline_schedule, simulate_pipeline
 from .step.step_report import StepReport
 from .step.training_step import simulate_training_step
-from .timeline import Event, Span, Timeline
+from .timeline import Event, Span, Timeline, stack_timelines
+from .vocabulary import CP_METHODS
 
 __all__ = [
     "A100", "activation_memory_per_layer", "algorithm_bandwidth", "ALGORITHMS",
@@ -68,4 +76,6 @@ __all__ = [
     "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
     "zero_memory_per_device", "zero_traffic_per_device", "ALGORITHM_OPS", "GroupLink", "format_layouts",
     "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published", "Span",
+    "causal_step_work", "causal_work", "context_parallel_cost", "ContextParallelCost", "CP_METHODS",
+    "ring_attention_timeline", "stack_timelines",
 ]

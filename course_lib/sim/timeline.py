@@ -204,3 +204,18 @@ class Timeline:
         """Write the trace JSON to ``path`` (all lanes, or the indices in ``lanes``) and return the path."""
         from .trace import save_trace
         return save_trace(self, path, lanes)
+
+
+def stack_timelines(named: dict, title: str = "") -> Timeline:
+    """One Timeline holding each named timeline's lanes one under the other ("measured: rank 0", ...),
+    every one on its own clock from 0: a real run and a simulated one drawn on one axis, saved as one
+    Perfetto trace."""
+    if not named or not all(isinstance(t, Timeline) for t in named.values()):
+        raise ValueError("stack_timelines takes {name: Timeline}, at least one, e.g. "
+                         "{'measured': traffic_timeline(logs), 'simulated': report.timeline}")
+    names, lanes, groups = [], [], []
+    for name, timeline in named.items():
+        names += [f"{name}: {lane}" for lane in timeline.lane_names]
+        lanes += [list(lane) for lane in timeline.lanes]
+        groups += [name] * len(timeline.lanes)
+    return Timeline(names, lanes, title=title or " | ".join(named), lane_groups=groups)
