@@ -18,6 +18,7 @@ CH07_OPTIMIZER = "ch07_optimizer:"
 CH07_FSDP = "ch07_fsdp:"
 CH02_PREDICT = "ch02_prediction:"
 CH08_CAPSTONE = "ch08_capstone:"
+CH10 = "ch10_ring_attention:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -111,4 +112,18 @@ CHECKS = {
         CH02_PREDICT + "check_predict_hidden", ("predict_gloo_all_reduce",)),
     ("02_collectives", "test_predict_gloo_own_formula"): IsolatedCheck(
         CH02_PREDICT + "check_predict_own_formula", ("predict_gloo_all_reduce",)),
+    ("10_context_parallel", "test_zigzag_positions"): IsolatedCheck(
+        CH10 + "check_zigzag_positions_hidden", ("zigzag_positions",)),
+    ("10_context_parallel", "test_ring_attention_values"): IsolatedCheck(
+        CH10 + "check_ring_attention_values_hidden", ("ring_attention",)),
+    ("10_context_parallel", "test_ring_attention_causal"): IsolatedCheck(
+        CH10 + "check_ring_attention_causal_hidden", ("ring_attention",)),
+    ("10_context_parallel", "test_ring_attention_zigzag"): IsolatedCheck(
+        CH10 + "check_ring_attention_zigzag_hidden", ("ring_attention",)),
+    ("10_context_parallel", "test_ring_attention_traffic"): IsolatedCheck(
+        CH10 + "check_ring_attention_traffic_hidden", ("ring_attention",)),
+    ("10_context_parallel", "test_ring_attention_skips_masked"): IsolatedCheck(
+        CH10 + "check_ring_attention_skips_masked_hidden", ("ring_attention",)),
+    ("10_context_parallel", "test_ring_attention_stable"): IsolatedCheck(
+        CH10 + "check_ring_attention_stable_hidden", ("ring_attention",)),
 }

@@ -14,7 +14,8 @@ CHUNK = 2 * 16 * 8 * 8 * 8   # one rank's K and V: 2 x 16 tokens x 8 heads x 8 d
 
 
 def test_ring_sends_what_all_gather_sends_but_holds_two_chunks():
-    gather, ring = (sim.context_parallel_cost(m, 64, 4, 8, 8, bytes_per_element=8) for m in ("all_gather", "ring"))
+    gather, ring = (sim.context_parallel_cost(method, 64, 4, 8, 8, bytes_per_element=8)
+                    for method in ("all_gather", "ring"))
     assert gather.sent_bytes == ring.sent_bytes == 3 * CHUNK
     assert gather.messages == ring.messages == 3
     assert (gather.calls, ring.calls) == (1, 0)

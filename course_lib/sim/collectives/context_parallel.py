@@ -152,8 +152,9 @@ def ring_attention_timeline(world_size: int, block_seconds: float, step_seconds:
             if step < n - 1:
                 start = max(have[rank], sent[rank])
                 sent[rank] = start + hop
-                timeline.add(rank, start, sent[rank], "comm", f"send K,V of rank {source} -> {(rank + 1) % n}",
-                             {"op": "send", "peer": (rank + 1) % n, "step": step})
+                right = (rank + 1) % n
+                timeline.add(rank, start, sent[rank], "comm", f"send K,V of rank {source} -> {right}",
+                             {"op": "send", "peer": right, "step": step})
                 arrivals[(rank + 1) % n] = sent[rank]
             seconds = work[rank][step] * block
             if seconds > 0:
