@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import course_lib.sim  # noqa: F401 - loaded, as it is wherever a chapter's checks run
+import course_lib.grading.checks.ch02_prediction  # noqa: F401 - loaded, as wherever checks run
+import course_lib.sim  # noqa: F401
 from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import StudentFunction
@@ -40,7 +41,8 @@ def test_a_natural_answer_passes():
     "from course_lib.sim import pipeline_schedule\n"
     "def answer(s, m):\n    return pipeline_schedule('1f1b', s, m).ops\n",
     "import importlib\n"
-    "def answer(s, m):\n    return importlib.import_module('course_lib.sim').pipeline_schedule('1f1b', s, m)\n",
+    "def answer(s, m):\n"
+    "    return importlib.import_module('course_lib.sim').pipeline_schedule('1f1b', s, m)\n",
     "def answer(s, m):\n    return __import__('course_lib.sim').sim.pipeline_schedule('1f1b', s, m)\n",
 ])
 def test_importing_course_lib_is_refused(source):
@@ -51,7 +53,8 @@ def test_sys_modules_and_attribute_chains_are_refused():
     source = ("import sys\n"
               "def answer(s, m):\n"
               "    sim = sys.modules['course_lib.sim']\n"
-              "    return [list(stage) for stage in sim.step.schedules.pipeline_schedule('1f1b', s, m).ops]\n")
+              "    schedule = sim.step.schedules.pipeline_schedule('1f1b', s, m)\n"
+              "    return [list(stage) for stage in schedule.ops]\n")
     assert "pipeline_schedule from course_lib" in _refused(source)
 
 
@@ -100,7 +103,8 @@ def test_torch_modules_and_functions_a_refusal_names_are_refused_by_any_path():
 
 
 def test_the_lessons_own_imports_are_there_and_do_not_count_as_the_answers():
-    source = "def answer(s, m):\n    return [nn.Linear(2, 2).in_features, F.relu(torch.tensor(-1.0)).item()]\n"
+    source = ("def answer(s, m):\n"
+              "    return [nn.Linear(2, 2).in_features, F.relu(torch.tensor(-1.0)).item()]\n")
     prelude = "from torch import nn\nimport torch.nn.functional as F\nfrom course_lib.sim import Link\n"
     assert _answer(source, prelude=prelude) == [2, 0.0]
     uses_lesson_import = "def answer(s, m):\n    return Link(1e-6, 1e9).latency\n"
@@ -127,3 +131,13 @@ def _rank_uses_ddp_itself(rank, world_size, student):
     answer = student.resolve()
     DistributedDataParallel(nn.Linear(2, 2))   # the check's own reference, after the refusal is armed
     return answer(2)
+
+
+def test_course_code_the_answer_may_use_acts_for_its_caller():
+    """A visible check's helper is the student's to call, but what it runs for them is theirs too: the
+    reference formula it takes from the simulator stays refused (visible checks never bless a call)."""
+    source = ("import sys\n"
+              "def answer(s, m):\n"
+              "    checks = sys.modules['course_lib.grading.checks.ch02_prediction']\n"
+              "    return checks.reference_time(4096, s, 5e-5, 1e9)\n")
+    assert "from course_lib" in _refused(source)

@@ -8,6 +8,7 @@ grading run holds the chapter. Adding a chapter to the grading tests is adding a
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,14 +99,29 @@ CHAPTERS = (
 )
 
 
+def without_imports(source: str) -> str:
+    """An answer cell with its own import lines taken out: what a student writes who relies on the
+    lesson's opening imports (nn, F, time...), as students naturally do."""
+    tree = ast.parse(source)
+    imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    lines = source.splitlines(keepends=True)
+    for node in reversed(imports):
+        del lines[node.lineno - 1:node.end_lineno]
+    return "".join(lines)
+
+
 def write_chapter_class(root: Path, chapters: list[Chapter]) -> list[str]:
-    """The chapters' students (solution, unanswered release, wrong fixtures) as submissions under root."""
+    """The chapters' students under root: the reference solution WITHOUT its answer cells' own import
+    lines (it must still earn full marks: answers see the lesson's imports, in the notebook and in the
+    judge alike), the release left unanswered, and the wrong fixtures."""
     students = []
     assignment = chapters[0].assignment
     (root / "solutions" / assignment).symlink_to(REPO / "solutions" / assignment, target_is_directory=True)
     release = _notebook("notebooks", assignment)
     source = _notebook("solutions", assignment)
-    classes = {"solution": fixtures.solution_sources(source), "release": {}}
+    answers = fixtures.solution_sources(source)
+    solution = {grade_id: without_imports(text) for grade_id, text in answers.items()}
+    classes = {"solution": solution, "release": {}}
     for chapter in chapters:
         classes.update(chapter.wrong())
     prefix = chapters[0].prefix

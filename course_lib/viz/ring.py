@@ -1,6 +1,6 @@
 """The ring all-reduce step by step: which chunk each rank sends, and what each rank holds after each step.
 
-``ring_schedule`` follows the chapter's convention (reduce-scatter leaves chunk r complete on rank r);
+``ring_schedule`` replays the simulator's ring (reduce-scatter leaves chunk r complete on rank r);
 ``draw_ring_step`` draws one step and ``ring_widget`` plays them with a Play button and a slider.
 """
 
@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, Rectangle
+
+from course_lib.sim import Link, ring_timeline
 
 
 @dataclass(frozen=True)
@@ -32,35 +34,42 @@ class RingStep:
                 f"right neighbour, which {verb}")
 
 
-def _reduce_scatter_chunks(rank: int, step: int, world_size: int) -> tuple[int, int]:
-    # Private: which chunk goes where is what chapter 02's exercise asks the student to work out.
-    return (rank - step - 1) % world_size, (rank - step - 2) % world_size
-
-
-def _all_gather_chunks(rank: int, step: int, world_size: int) -> tuple[int, int]:
-    return (rank - step) % world_size, (rank - step - 1) % world_size
-
-
 def ring_schedule(world_size: int) -> list[RingStep]:
-    """The start state then the 2(N-1) steps of a ring all-reduce on ``world_size`` ranks."""
+    """The start state then the 2(N-1) steps of the simulator's ring all-reduce on ``world_size`` ranks.
+
+    The drawing holds no schedule of its own: it replays the transfers of ``sim.ring_timeline`` (which
+    chunk each rank sent in each round) and works out what every rank holds after each round. The
+    simulator knows the algorithm chapter 02's exercise asks for; the exercise's refusal keeps an answer
+    from running it (docs/grading.md, threat model).
+    """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}")
     n = world_size
     holdings = [[frozenset({rank}) for _ in range(n)] for rank in range(n)]
     steps = [RingStep("start", 0, (), tuple(tuple(row) for row in holdings))]
-    for phase, chunks_of in (("reduce-scatter", _reduce_scatter_chunks), ("all-gather", _all_gather_chunks)):
-        for step in range(n - 1):
-            sends, updated = [], [list(row) for row in holdings]
-            for rank in range(n):
-                sent, _ = chunks_of(rank, step, n)
-                right = (rank + 1) % n
-                sends.append((rank, right, sent))
-                incoming = holdings[rank][sent]  # what the sender held before this step
-                updated[right][sent] = (holdings[right][sent] | incoming if phase == "reduce-scatter"
-                                        else incoming)
-            holdings = updated
-            steps.append(RingStep(phase, step + 1, tuple(sends), tuple(tuple(row) for row in holdings)))
+    for round_index, transfers in enumerate(_rounds(n)):
+        phase = transfers[0]["phase"]
+        updated = [list(row) for row in holdings]
+        for send in transfers:
+            incoming = holdings[send["src"]][send["chunk"]]   # what the sender held before this round
+            mine = holdings[send["dst"]][send["chunk"]]
+            updated[send["dst"]][send["chunk"]] = mine | incoming if phase == "reduce-scatter" else incoming
+        holdings = updated
+        index = round_index + 1 if phase == "reduce-scatter" else round_index + 2 - n
+        sends = tuple((s["src"], s["dst"], s["chunk"]) for s in transfers)
+        steps.append(RingStep(phase, index, sends, tuple(tuple(row) for row in holdings)))
     return steps
+
+
+def _rounds(world_size: int) -> list[list[dict]]:
+    """The simulator's ring all-reduce, round by round: each round's transfers (phase, src, dst, chunk)."""
+    if world_size == 1:
+        return []
+    timeline = ring_timeline("all_reduce", world_size, float(world_size), Link(latency=0.0, bandwidth=1.0))
+    by_step: dict[int, list[dict]] = {}
+    for event in timeline.events():
+        by_step.setdefault(event.meta["step"], []).append(event.meta)
+    return [sorted(by_step[step], key=lambda meta: meta["src"]) for step in sorted(by_step)]
 
 
 def _rank_position(rank: int, world_size: int) -> tuple[float, float]:

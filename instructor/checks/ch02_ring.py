@@ -42,6 +42,7 @@ import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
+from course_lib.grading.checks.ch02_ring import REFUSAL
 from course_lib.grading.checks.ch02_ring_judge import forbidden_problems, traffic_problems, value_problems
 from course_lib.grading.checks.ch02_ring_ranks import RingCase, run_student
 
@@ -100,7 +101,7 @@ def _identity(student: StudentFunction):
 
 
 def _all_reduce_report(ring_all_reduce) -> tuple[list, int]:
-    student = as_student_function(ring_all_reduce, "ring_all_reduce")
+    student = as_student_function(ring_all_reduce, "ring_all_reduce", refusal=REFUSAL)
     key = _identity(student)
     if key not in _REPORTS:
         _REPORTS.clear()
@@ -112,7 +113,8 @@ def _all_reduce_report(ring_all_reduce) -> tuple[list, int]:
 
 def check_ring_reduce_scatter_hidden(ring_reduce_scatter) -> None:
     """Values of the owned chunk and the ring's traffic, for every world size and case."""
-    student, seed = as_student_function(ring_reduce_scatter, "ring_reduce_scatter"), fresh_seed()
+    student = as_student_function(ring_reduce_scatter, "ring_reduce_scatter", refusal=REFUSAL)
+    seed = fresh_seed()
     problems = []
     for run in _runs(student, "reduce_scatter", flat_cases, seed):
         problems += value_problems(run, "reduce_scatter") + traffic_problems(run, "reduce_scatter")
@@ -121,7 +123,7 @@ def check_ring_reduce_scatter_hidden(ring_reduce_scatter) -> None:
 
 def check_ring_all_gather_hidden(ring_all_gather) -> None:
     """Every chunk arrives everywhere, with the ring's traffic, for every world size and case."""
-    student, seed = as_student_function(ring_all_gather, "ring_all_gather"), fresh_seed()
+    student, seed = as_student_function(ring_all_gather, "ring_all_gather", refusal=REFUSAL), fresh_seed()
     problems = []
     for run in _runs(student, "all_gather", flat_cases, seed):
         problems += value_problems(run, "all_gather") + traffic_problems(run, "all_gather")
@@ -156,7 +158,7 @@ def check_ring_all_reduce_no_deadlock_hidden(ring_all_reduce) -> None:
     runs, seed = _all_reduce_report(ring_all_reduce)
     hung = [run.error for run in runs if run.hung]
     if not hung:
-        student = as_student_function(ring_all_reduce, "ring_all_reduce")
+        student = as_student_function(ring_all_reduce, "ring_all_reduce", refusal=REFUSAL)
         large = run_student(student, "all_reduce", 4, [RingCase((LARGE_LENGTH,), "float32")], seed, TIMEOUT_S)
         hung = value_problems(large, "all_reduce", need_in_place=False)
     fail_with(_with_seed(hung, seed), "ring_all_reduce did not finish correctly on every rank")

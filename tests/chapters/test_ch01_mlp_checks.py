@@ -90,14 +90,23 @@ def test_a_function_that_returns_no_dict_is_told_so():
         check_manual_backward(lambda x, y, params: [0, 0, 0, 0])
 
 
-def test_the_student_function_runs_without_autograd():
-    def with_autograd(x, y, params):
-        leaves = {k: v.clone().requires_grad_() for k, v in params.items()}
+WITH_AUTOGRAD = """def manual_backward(x, y, params):
+    leaves = {k: v.clone().requires_grad_() for k, v in params.items()}
+    with torch.enable_grad():
         out = torch.relu(x @ leaves["W1"].T + leaves["b1"]) @ leaves["W2"].T + leaves["b2"]
         ((out - y) ** 2).mean().backward()
-        return {k: v.grad for k, v in leaves.items()}
-    with pytest.raises(RuntimeError):
-        check_manual_backward(with_autograd)
+    return {k: v.grad for k, v in leaves.items()}
+"""
+
+
+@pytest.mark.parametrize("trick", ["", "torch.autograd.grad"])
+def test_autograd_is_refused_however_it_is_reached(trick):
+    source = WITH_AUTOGRAD if not trick else WITH_AUTOGRAD.replace(
+        "((out - y) ** 2).mean().backward()\n    return {k: v.grad for k, v in leaves.items()}",
+        "grads = torch.autograd.grad(((out - y) ** 2).mean(), list(leaves.values()))\n"
+        "    return dict(zip(leaves, grads))")
+    with pytest.raises(AssertionError, match="refuses.*backward pass by hand"):
+        check_manual_backward(StudentFunction(name="manual_backward", sources=[source]))
 
 
 def test_mlp_parameters_is_a_detached_copy():
@@ -132,11 +141,13 @@ def test_hidden_batch_of_one_fails_a_mean_over_the_batch_only():
         ch01_mlp.check_manual_backward_hidden_batch_of_one(mean_over_batch)
 
 
-def test_hidden_checks_refuse_autograd_in_the_code_but_not_in_comments():
-    comment_only = REFERENCE_SOURCE.replace("def manual_backward(x, y, params):",
-                                            "def manual_backward(x, y, params):\n    # unlike autograd")
+def test_hidden_checks_refuse_running_autograd_not_naming_it():
+    named_only = REFERENCE_SOURCE.replace("def manual_backward(x, y, params):",
+                                          "def manual_backward(x, y, params):\n"
+                                          "    # unlike autograd.backward\n    _unused = torch.autograd.grad")
     check = ch01_mlp.check_manual_backward_hidden_batch_of_one
-    check(StudentFunction("manual_backward", sources=[comment_only]))
-    cheat = REFERENCE_SOURCE + "\ntorch.autograd.grad\n"
-    with pytest.raises(AssertionError, match="uses autograd"):
+    check(StudentFunction("manual_backward", sources=[named_only]))
+    cheat = REFERENCE_SOURCE.replace("def manual_backward(x, y, params):",
+                                     "def manual_backward(x, y, params):\n    torch.set_grad_enabled(True)")
+    with pytest.raises(AssertionError, match="refuses"):
         check(StudentFunction("manual_backward", sources=[cheat]))

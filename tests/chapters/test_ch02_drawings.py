@@ -9,8 +9,6 @@ import pytest  # noqa: E402
 
 from course_lib.viz.collectives import PRIMITIVES, collective_states, draw_all_collectives  # noqa: E402
 from course_lib.viz.ring import (  # noqa: E402
-    _all_gather_chunks,
-    _reduce_scatter_chunks,
     draw_lanes,
     draw_ring_step,
     ring_schedule,
@@ -31,15 +29,26 @@ def test_ring_schedule_reduces_then_gathers(n):
         assert [(src, dst) for src, dst, _ in step.sends] == [(r, (r + 1) % n) for r in range(n)]
 
 
-def test_reduce_scatter_contributions_grow_by_one_per_step():
+def test_reduce_scatter_contributions_grow_by_one_per_step_and_the_gather_copies_complete_chunks():
     steps = ring_schedule(4)
     for index in range(1, 4):
-        for sender, receiver, chunk in steps[index].sends:
+        assert [s.index for s in steps[1:4]] == [1, 2, 3] and steps[index].phase == "reduce-scatter"
+        for _, receiver, chunk in steps[index].sends:
             assert len(steps[index].holdings[receiver][chunk]) == index + 1
-            assert chunk == _reduce_scatter_chunks(sender, index - 1, 4)[0]
-            assert _reduce_scatter_chunks(receiver, index - 1, 4)[1] == chunk
-    for sender, receiver, chunk in steps[4].sends:
-        assert chunk == _all_gather_chunks(sender, 0, 4)[0] == _all_gather_chunks(receiver, 0, 4)[1]
+    for before, step in zip(steps[3:], steps[4:], strict=False):
+        assert step.phase == "all-gather"
+        for sender, receiver, chunk in step.sends:
+            assert len(step.holdings[receiver][chunk]) == 4 == len(before.holdings[sender][chunk])
+
+
+def test_the_drawing_holds_no_schedule_of_its_own():
+    """The chunk arithmetic is chapter 02's exercise: the drawing replays the simulator instead."""
+    import inspect
+
+    import course_lib.viz.ring as ring
+
+    source = inspect.getsource(ring)
+    assert "% world_size" not in source and "% n" not in source and "ring_timeline" in source
 
 
 def test_ring_schedule_rejects_bad_sizes():

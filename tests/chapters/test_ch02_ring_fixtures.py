@@ -113,7 +113,11 @@ def test_each_wrong_ring_loses_exactly_its_points(fixture):
         assert "right neighbour" in messages["test_ring_all_reduce_traffic"]
         assert "textbook ring" in messages["test_predict_gloo_all_reduce"]
     if fixture == "uses_all_reduce":
-        assert "collective_time" in messages["test_predict_gloo_own_formula"]
+        assert "import course_lib.sim" in messages["test_predict_gloo_own_formula"]
+        assert "refuses" in messages["test_predict_gloo_all_reduce"]
+    if fixture == "reads_course_schedule":
+        for cell in ("test_ring_reduce_scatter", "test_ring_all_gather", "test_ring_all_reduce_values"):
+            assert "refuses" in messages[cell] and "course_lib" in messages[cell], messages[cell]
 
 
 def test_the_cell_reader_reads_the_exercise_cells_and_names_a_wrong_notebook(tmp_path):

@@ -41,7 +41,7 @@ def solution_sources(notebook, context_cells: dict[str, str] | None = None) -> l
     return [definitions_only(text) for text in context_cells.values()] + sources
 
 
-def _call_all(student: StudentFunction, calls) -> bytes:
+def _call_all(student: StudentFunction, calls, keep) -> bytes:
     """Runs in the fresh child: the encoded outcome of every call, or of the first failure."""
     import torch
 
@@ -50,7 +50,7 @@ def _call_all(student: StudentFunction, calls) -> bytes:
     torch.set_num_threads(1)
     try:
         function = student.resolve()
-        outcome = {"ok": True, "value": [function(*args) for args in calls]}
+        outcome = {"ok": True, "value": [keep(args, function(*args)) for args in calls]}
         check_not_refused()
         try:
             return encode(outcome)
@@ -62,19 +62,24 @@ def _call_all(student: StudentFunction, calls) -> bytes:
         return encode({"ok": False, "error": text, "traceback": traceback.format_exc()[-4000:]})
 
 
+def _result(args, result):
+    return result
+
+
 def map_isolated(candidate, calls, name: str | None = None, timeout: float = 60.0,
-                 refusal: Refusal | None = None) -> list:
+                 refusal: Refusal | None = None, keep=_result) -> list:
     """The student's function called on each argument tuple in calls; results in order.
 
     The function is resolved and called in one forked child (sandboxed under the judge), under its
     exercise's refusal, whether it is a notebook's function or built from submitted sources. Raises
     IsolatedCallError with the student's error text when the function raised, met a refusal, died, hung
-    or returned something not plain data.
+    or returned something not plain data. ``keep(args, result)`` (the check's own code, run in the child
+    after each call) chooses what comes back, e.g. the arguments too, to see what the call changed.
     """
     student = as_student_function(candidate, name, refusal)
     calls = [tuple(args) for args in calls]
     try:
-        payload = call_in_fresh_child(lambda: _call_all(student, calls), timeout, MAX_RESULT_BYTES)
+        payload = call_in_fresh_child(lambda: _call_all(student, calls, keep), timeout, MAX_RESULT_BYTES)
     except ChildLimitError as error:
         raise IsolatedCallError(str(error)) from None
     if not payload:

@@ -44,15 +44,23 @@ __all__ = ["LESSON_IMPORTS", "Refusal", "RefusedCodeError", "arm", "check_not_re
 
 # -- watching what runs --------------------------------------------------------------------------------
 def _kind(state: Armed, path: str) -> str:
-    """"student" for answers (the submitted cells, a notebook's cells), "course" for the course's own code
-    (course_lib, the hidden checks, the lesson's imports), "library" for the Python installation, and
-    "other" for the rest (code generated at run time: a dataclass's __init__, a NamedTuple's __new__)."""
+    """Who a frame of code from ``path`` acts for, when finding who called refused code:
+
+    "student" (the submitted cells, a notebook's cells); "trusted" (the course's own machinery: every
+    course_lib file the exercise refuses, the lesson's import lines): a call it makes is the course's;
+    "transparent" (the Python library, the course_lib files the answer may use, the instructor's hidden
+    checks): it acts for whoever called it, so the walk goes on; "other" (code generated at run time, a
+    dataclass's __init__): the student's when it runs in the student's namespace, else transparent.
+    """
     kind = state.kinds.get(path)
     if kind is None:
-        if path.startswith(("<frozen", *state.library)):
-            kind = "library"
-        elif path == LESSON_IMPORTS or path.startswith((COURSE + "/", *state.trusted)):
-            kind = "course"
+        if path == LESSON_IMPORTS:
+            kind = "trusted"
+        elif path.startswith(COURSE + "/"):
+            refused = course_refused(path, ALWAYS_ALLOWED + state.refusal.allowed)
+            kind = "trusted" if refused else "transparent"
+        elif path.startswith(("<frozen", *state.library, *state.trusted)):
+            kind = "transparent"
         elif path in STUDENT_FILES or _notebook_cell(path):
             kind = "student"
         else:
@@ -80,7 +88,7 @@ def _label(state: Armed, code: types.CodeType):
     elif id(code) in state.original_ids:
         label = state.refused_codes[code]
     elif _kind(state, path) in ("student", "other"):
-        copied = state.refused_codes.get(code) or state.fingerprints.get(fingerprint(code))
+        copied = None if code.co_name.startswith("<") else state.fingerprints.get(fingerprint(code))
         if copied:
             label = (f"a copy of {copied[0]}", copied[1])
     state.labels[id(code)] = (code, label)   # the code kept alive, so that its id stays its own
@@ -88,12 +96,12 @@ def _label(state: Armed, code: types.CodeType):
 
 
 def _student_called(state: Armed, frame) -> bool:
-    """Whether the nearest caller outside the Python library (and generated code) is the student's."""
+    """Whether the nearest caller that acts for someone (see _kind) is the student's code."""
     while frame is not None:
         kind = _kind(state, frame.f_code.co_filename)
         if kind == "other":
-            kind = "student" if id(frame.f_globals) in state.student_globals else "library"
-        if kind != "library":
+            kind = "student" if id(frame.f_globals) in state.student_globals else "transparent"
+        if kind != "transparent":
             return kind == "student"
         frame = frame.f_back
     return False

@@ -15,9 +15,10 @@ import course_lib
 from course_lib.dist.errors import ForbiddenCallError
 
 COURSE = str(Path(course_lib.__file__).resolve().parent)
-# course_lib files the student's code legitimately runs: the model a check hands it, the recorder that
-# stands in for torch.distributed's calls, and this machinery itself.
-ALWAYS_ALLOWED = ("models.py", "dist/traffic_log.py", "dist/errors.py", "grading/attempt/")
+# course_lib files the student's code may run: what the checks hand it (a model defined in a check, the
+# course's models), the recorder that stands in for torch.distributed's calls, and this machinery. They
+# act for whoever calls them: a refused call they make for the student's code is the student's.
+ALWAYS_ALLOWED = ("models.py", "dist/traffic_log.py", "dist/errors.py", "grading/attempt/", "grading/checks/")
 COURSE_WHY = ("the answer may not use course_lib, the course's own code: the checks call your code, and "
               "your code never needs the course's")
 LESSON_IMPORTS = "<lesson imports>"      # the file name the release's own import lines run under
@@ -63,16 +64,20 @@ class Armed:
 
     def __post_init__(self):
         self.original_ids = {id(code) for code in self.refused_codes}
-        # a copy renamed (code.replace(co_name=..., co_filename=...)) keeps its instructions and names
+        # A copy renamed (code.replace(co_name=..., co_filename=...)) keeps its instructions, names and
+        # constants. Only whole functions are compared: nested comprehensions are too alike to prove one.
         self.fingerprints = {fingerprint(code): label for code, label in self.refused_codes.items()
-                             if len(code.co_code) >= MIN_FINGERPRINT_BYTES}
+                             if not code.co_name.startswith("<")
+                             and len(code.co_code) >= MIN_FINGERPRINT_BYTES}
 
 
 MIN_FINGERPRINT_BYTES = 32   # shorter bodies (return self.x) are too common to prove a copy
 
 
 def fingerprint(code: types.CodeType) -> tuple:
-    return code.co_code, code.co_names, code.co_argcount
+    """What a copy keeps whatever it is renamed: instructions, names, constants (nested code's too)."""
+    constants = tuple(fingerprint(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
+    return code.co_code, code.co_names, code.co_varnames, constants
 
 
 def _module_files(module: types.ModuleType) -> list[str]:

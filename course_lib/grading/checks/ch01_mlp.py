@@ -9,8 +9,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_lib.grading.attempt.student_function import as_student_function
+from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
+from course_lib.grading.attempt.refusals import Refusal
 from course_lib.models import BATCH_SIZE, TwoLayerMLP, make_dataloader, make_mlp
+
+FUNCTION_NAME = "manual_backward"
+# The backward pass by hand is the exercise: autograd (every Python way in: .backward(), torch.autograd,
+# torch.func, switching gradients back on) and course_lib are refused while the answer runs.
+REFUSAL = Refusal(FUNCTION_NAME, modules=("torch.autograd.functional", "torch._functorch"),
+                  functions=("torch.Tensor.backward", "torch.autograd.backward", "torch.autograd.grad",
+                             "torch.enable_grad", "torch.set_grad_enabled"),
+                  why="the exercise is the backward pass by hand, from the formulas, with autograd off")
 
 # The lesson's names for the model's tensors, and where PyTorch keeps each one.
 PARAMETER_NAMES = {"W1": "hidden_layer.weight", "b1": "hidden_layer.bias",
@@ -123,17 +132,34 @@ def check_manual_backward(manual_backward, x=None, y=None, params=None, case: st
         x, y, params = course_batch(0)
         case = case or "batch 0 of the course data, make_mlp(0)"
     case = case or f"batch of {x.shape[0]}, shapes {x.shape[1]}->{params['W1'].shape[0]}->{y.shape[1]}"
-    function = as_student_function(manual_backward, name="manual_backward").resolve()
+    [(got, given)] = gradients_by_hand(manual_backward, [(x, y, params)], "the visible case")
     want = autograd_gradients(x, y, params)
-    originals = {name: value.clone() for name, value in params.items()}
-    given = {name: value.clone() for name, value in params.items()}
-    with torch.no_grad():  # the exercise is the backward pass by hand: autograd stays switched off
-        got = function(x.clone(), y.clone(), given)
-    for name, value in given.items():
-        if not torch.equal(value, originals[name]):
-            raise AssertionError(f"manual_backward changed params[{name!r}] in place: compute gradients only,"
-                                 f" leave the weights as they were ({case})")
+    unchanged_weights(given, params, case)
     largest_error = compare_gradients(got, want, params, case)
     if not quiet:
         print(f"manual_backward matches autograd on {case}: largest error {largest_error:.1e}")
     return largest_error
+
+
+def _with_weights(args, gradients):
+    """Child side, after each call: the gradients and the weights as the call left them."""
+    return gradients, args[2]
+
+
+def gradients_by_hand(manual_backward, cases, where: str) -> list:
+    """(gradients, weights after the call) of the student's function on each (x, y, params), computed in a
+    child with autograd switched off and the exercise's refusal armed."""
+    calls = [(x.clone(), y.clone(), {k: v.clone() for k, v in params.items()}) for x, y, params in cases]
+    try:
+        with torch.no_grad():  # the forked child inherits the switch: autograd stays off there
+            return map_isolated(manual_backward, calls, name=FUNCTION_NAME, timeout=60, refusal=REFUSAL,
+                                keep=_with_weights)
+    except IsolatedCallError as error:
+        raise AssertionError(f"{FUNCTION_NAME} failed on {where}: {error}") from None
+
+
+def unchanged_weights(given: dict, params: dict, case: str) -> None:
+    for name, value in params.items():
+        if not torch.equal(given[name], value):
+            raise AssertionError(f"{FUNCTION_NAME} changed params[{name!r}] in place: compute gradients only,"
+                                 f" leave the weights as they were ({case})")

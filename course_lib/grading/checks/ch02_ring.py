@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from course_lib.grading.attempt.rank_attempt import RankRun, fail_with
+from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch02_ring_judge import (
     SENDS,
@@ -19,6 +20,10 @@ from course_lib.grading.checks.ch02_ring_judge import (
     value_problems,
 )
 from course_lib.grading.checks.ch02_ring_ranks import RingCase, run_student
+
+# The ring's schedule is the exercise: course_lib holds it (the simulator plays the ring, the drawing
+# replays it), so an answer may not run course_lib; the collectives are refused by the traffic recorder.
+REFUSAL = Refusal("your ring", why="the exercise is to work out the ring's schedule yourself")
 
 __all__ = ["check_ring_all_gather", "check_ring_all_reduce", "check_ring_all_reduce_no_collectives",
            "check_ring_all_reduce_no_deadlock", "check_ring_all_reduce_traffic", "check_ring_reduce_scatter",
@@ -102,7 +107,7 @@ def _visible_check(name: str):
     spec = VISIBLE[name]
 
     def check(candidate, world_size: int = 4, length: int = spec.length) -> None:
-        student = as_student_function(candidate, spec.function)
+        student = as_student_function(candidate, spec.function, refusal=REFUSAL)
         run = run_student(student, spec.kind, world_size, [RingCase((length,))], seed=2024,
                           timeout=VISIBLE_TIMEOUT_S, compare_with_torch=True)
         for judge, headline in spec.judges:
