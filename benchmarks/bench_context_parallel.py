@@ -91,7 +91,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3, help="back-to-back calls per timed block")
     options = parser.parse_args()
     whole = [torch.randn(1, options.heads, options.tokens, options.head_dim) for _ in range(3)]
-    sources = [SOLUTION_MARKERS.sub("", s) for s in sources_by_id(SOLUTION, ("zigzag_positions", "ring_attention"))]
+    cells = sources_by_id(SOLUTION, ("zigzag_positions", "ring_attention"))
+    sources = [SOLUTION_MARKERS.sub("", source) for source in cells]
     ring = StudentFunction("ring_attention", sources=sources)
     _cp_modules()   # torch's DTensor modules, imported once before the ranks fork
     per_rank = run_ranks(race, options.ranks, ring, whole, options.causal, options.blocks, options.calls,

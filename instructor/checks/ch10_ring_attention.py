@@ -52,7 +52,7 @@ from course_lib.grading.checks.ch10_ring_attention_ranks import AttentionCase, r
 
 from ._seeds import fresh_seed
 
-TIMEOUT_S = 30          # per run of one part on one world size: a right ring needs ~2 s on 8 ranks, ~10 s busy
+TIMEOUT_S = 30          # per run of one part on one world size: a right ring takes ~2 s on 8 ranks, ~10 busy
 POINTS = {"test_zigzag_positions": 1, "test_ring_attention_values": 3, "test_ring_attention_causal": 3,
           "test_ring_attention_zigzag": 2, "test_ring_attention_traffic": 2,
           "test_ring_attention_skips_masked": 2, "test_ring_attention_stable": 2}
