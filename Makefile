@@ -43,7 +43,8 @@ GRADE_SLURM_ARGS = $(if $(SLURM),--slurm,) $(if $(TASKS),--tasks $(TASKS),) \
 	$(if $(PARTITION),--partition $(PARTITION),) $(if $(ACCOUNT),--account $(ACCOUNT),) \
 	$(if $(MINUTES_PER_SUBMISSION),--minutes-per-submission $(MINUTES_PER_SUBMISSION),)
 
-.PHONY: setup lab test test-fast lint release grade grade-demo student-kit bench slurm-up slurm-down clean help
+.PHONY: setup lab test test-fast lint release grade grade-demo student-kit bench slurm-up slurm-down hub-up hub-down \
+	clean help
 
 help:
 	@echo "make lab        set up (once) and open the course in JupyterLab"
@@ -56,6 +57,8 @@ help:
 	@echo "make bench      run the speed benchmarks (simulator, real processes, ring, grading)"
 	@echo "make slurm-up   start a local single-node Slurm (root; Debian's slurm-wlm and munge)"
 	@echo "make slurm-down stop it again"
+	@echo "make hub-up     start the course's JupyterHub for a class (root; docs/jupyterhub.md)"
+	@echo "make hub-down   stop it, and every student's server"
 	@echo "make clean      remove the virtual environment and caches (grades and job outputs are kept)"
 
 setup: $(STAMP)
@@ -106,6 +109,16 @@ slurm-up:
 
 slurm-down:
 	slurm/local/stop.sh
+
+# The class's JupyterHub (slurm/hub/): its Python packages (the [hub] extra: jupyterhub, batchspawner)
+# go into the course's environment if they are missing; start.sh says what else it needs.
+hub-up:
+	@test -x $(BIN)/python || { echo "no course environment in $(VENV): run make setup first" >&2; exit 1; }
+	$(BIN)/python -c 'import jupyterhub, batchspawner' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[hub]'
+	slurm/hub/start.sh
+
+hub-down:
+	slurm/hub/stop.sh
 
 # Slurm job outputs from jobs submitted in the checkout (runs/ and sbatch's course-*.out) are kept:
 # they are results (a cluster's measurements, a job's log) that only more cluster time would bring

@@ -16,6 +16,8 @@ SYSTEM_REQUIREMENTS = {
               "apt-get install slurm-wlm munge shellcheck ruby (as root)"),
     "browser": (["chromium"], "apt-get install chromium"),
     "portal": (["apache2"], "apt-get install apache2 (Debian's Apache httpd, as root)"),
+    "hub": (["configurable-http-proxy", "runuser", "useradd"],
+            "apt-get install nodejs npm && npm install -g configurable-http-proxy@5.1.0 (as root)"),
 }
 MISSING_PREFIX = "missing system dependency"
 

@@ -20,7 +20,7 @@ from autograde_tests.support.chapter_classes import REPO, chapters_of, write_cha
 from course_lib.grading.autograder import class_run
 from course_lib.grading.sandbox.policy import GiB, SandboxPolicy
 
-__all__ = ["REPO", "GradedClass"]
+__all__ = ["GRADING_RUN_TIMEOUT_S", "REPO", "GradedClass"]
 
 
 @dataclass

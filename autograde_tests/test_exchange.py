@@ -3,7 +3,10 @@ fetch and submit (as their own users where the machine allows it), the instructo
 with `make grade`'s pipeline, and releases the feedback, which the students fetch.
 
 As root, student "nobody" runs as the real user nobody (its own uid, as on a shared JupyterHub
-server) and student "root" as root; otherwise both steps run as the current user.
+server) and student "root" as root; otherwise both steps run as the current user. A student runs
+nbgrader from a Python every account can reach (the course's environment, linked into the shared folder,
+as a site installs it), never from this checkout's .venv, which may sit in a folder only its owner can
+enter (a clone in root's home or in a `mktemp -d` folder).
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import pwd
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
@@ -23,21 +25,27 @@ import pytest
 from autograde_tests.support import probe_course
 from course_lib.grading.autograder import class_run, fixtures
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
+from tests.support.site_install import shared_folder, site_venv
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 COURSE_ID = "distributed-training"
 
 
-def _nbgrader(cwd: Path, exchange: Path, *args: str, user: str | None = None) -> str:
+def _nbgrader(cwd: Path, exchange: Path, *args: str, user: str | None = None,
+              python: str = sys.executable) -> str:
+    """``nbgrader args`` in ``cwd``: as ``user`` with ``python`` (which that account must reach), or as
+    ourselves with this run's Python."""
     prefix = []
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JUPYTER_CONFIG_DIR")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # nbgrader runs alembic
     if user is not None and user != pwd.getpwuid(os.getuid()).pw_name:
         entry = pwd.getpwnam(user)
         prefix = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups"]
         env.update(HOME=str(cwd), USER=user)
-    command = [*prefix, sys.executable, "-m", "nbgrader", *args, f"--Exchange.root={exchange}",
+    else:
+        python = sys.executable
+    env["PATH"] = f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}"  # nbgrader runs alembic
+    command = [*prefix, python, "-m", "nbgrader", *args, f"--Exchange.root={exchange}",
                f"--CourseDirectory.course_id={COURSE_ID}", "--log-level=INFO"]
     run = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, f"{' '.join(args)}:\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
@@ -52,16 +60,35 @@ def _students() -> dict[str, bool]:
     return {me: True}
 
 
+@pytest.fixture(scope="module")
+def students_venv():
+    """The course's environment linked into a folder every account can enter, on an interpreter every
+    account can run (made once for this module's tests: it is tens of thousands of links)."""
+    if not running_as_root():
+        yield None      # the students are this account, which runs this run's own Python
+        return
+    area = shared_folder("course-exchange-python-")
+    yield site_venv(area)
+    shutil.rmtree(area, ignore_errors=True)
+
+
+def students_python(students_venv: Path | None, students) -> str:
+    """The Python the students run nbgrader with: when any of them is another account, the shared
+    environment (this checkout's .venv may sit where they cannot enter); else this run's own."""
+    if students_venv is not None and set(students) - {pwd.getpwuid(os.getuid()).pw_name}:
+        return str(students_venv / "bin" / "python")
+    return sys.executable
+
+
 @pytest.fixture
 def shared_area():
     """A folder every user can enter (the exchange and the students' homes), removed afterwards."""
-    area = Path(tempfile.mkdtemp(prefix="course-exchange-"))
-    os.chmod(area, 0o755)
+    area = shared_folder("course-exchange-")
     yield area
     shutil.rmtree(area, ignore_errors=True)
 
 
-def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area):
+def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area, students_venv):
     course = probe_course.build(tmp_path / "course")
     shutil.copy(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
     (course / "grading").mkdir(mode=0o700)  # the gradebook's folder, as `make grade` makes it
@@ -70,16 +97,17 @@ def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area):
     _nbgrader(course, exchange, "release_assignment", "probe")
     solution = fixtures.solution_sources(nbformat.read(course / "solutions" / "probe" / "probe.ipynb", 4))
     students = _students()
+    student_python = students_python(students_venv, students)
     for student, answers in students.items():
         home = shared_area / f"home-{student}"
         home.mkdir()
         shutil.chown(home, student)
-        _nbgrader(home, exchange, "fetch_assignment", "probe", user=student)
+        _nbgrader(home, exchange, "fetch_assignment", "probe", user=student, python=student_python)
         fetched = home / "probe" / "probe.ipynb"
         notebook = fixtures.make_submission(nbformat.read(fetched, 4), solution if answers else {})
         nbformat.write(notebook, fetched)
         shutil.chown(fetched, student)
-        _nbgrader(home, exchange, "submit", "probe", user=student)
+        _nbgrader(home, exchange, "submit", "probe", user=student, python=student_python)
 
     _nbgrader(course, exchange, "collect", "probe")
     assert sorted(p.name for p in (course / "grading" / "submitted").iterdir()) == sorted(students)
@@ -93,8 +121,20 @@ def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area):
     _nbgrader(course, exchange, "release_feedback", "probe")
     for student in students:
         home = shared_area / f"home-{student}"
-        _nbgrader(home, exchange, "fetch_feedback", "probe", user=student)
+        _nbgrader(home, exchange, "fetch_feedback", "probe", user=student, python=student_python)
         feedback = list((home / "probe" / "feedback").glob("*/probe.html"))
         assert len(feedback) == 1, f"{student} fetched no feedback"
         points = 3 if students[student] else 0
         assert f"{points}.0 / 3.0" in feedback[0].read_text(), f"{student}'s feedback shows another score"
+
+
+def test_another_account_runs_nbgrader_with_the_students_python(shared_area, students_venv):
+    """What the round trip's students need, checked on its own in a second (and in a clone inside a private
+    folder by test_exchange_private_checkout.py, where this checkout's own .venv is out of their reach)."""
+    if not running_as_root():
+        pytest.skip("only as root do the students run as other accounts")
+    nobody = pwd.getpwnam("nobody")
+    python = students_python(students_venv, ["nobody"])
+    run = subprocess.run([python, "-m", "nbgrader", "--version"], cwd=shared_area, user=nobody.pw_uid,
+                         group=nobody.pw_gid, extra_groups=[], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"nobody cannot run nbgrader with {python}:\n{run.stderr[-2000:]}"

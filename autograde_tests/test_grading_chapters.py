@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import pytest
 
+from autograde_tests.conftest import GRADING_RUN_TIMEOUT_S
 from autograde_tests.support.chapter_classes import CHAPTERS, Chapter
 
-pytestmark = pytest.mark.slow
+# Each test asks for its chapter's grading run by name (request.getfixturevalue), so conftest's hook cannot
+# see it: whichever test first pays for a run gets the run's time.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(GRADING_RUN_TIMEOUT_S)]
 
 CASES = [pytest.param(chapter, suffix, id=f"{chapter.fixtures or chapter.assignment}-{suffix}")
          for chapter in CHAPTERS for suffix in chapter.expected()]

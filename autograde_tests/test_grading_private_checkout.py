@@ -8,35 +8,16 @@ from __future__ import annotations
 import csv
 import io
 import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import nbformat
 import pytest
 
-from autograde_tests.conftest import REPO
 from autograde_tests.support import probe_course
 from course_lib.grading.autograder import class_run, fixtures
 from course_lib.grading.autograder.preflight import GradingRefused
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
-from tests.support.venv_copy import copy_venv
-
-# The checkout's own state, not part of a fresh clone (top level only: course_lib/grading is code).
-NOT_COPIED = {".git", ".venv", "grading", "test-artifacts", "runs", ".pytest_cache", ".ruff_cache"}
-
-
-def _not_copied(folder: str, names: list[str]) -> set[str]:
-    top = NOT_COPIED if Path(folder) == REPO else set()
-    return {n for n in names if n in top or n == "__pycache__" or n.endswith(".egg-info")}
-
-
-def clone_with_venv(into: Path) -> Path:
-    """The course's files and a virtual environment set up for them, under into."""
-    clone = into / "course"
-    shutil.copytree(REPO, clone, ignore=_not_copied, symlinks=True)
-    copy_venv(clone / ".venv", clone, REPO)
-    return clone
+from tests.support.site_install import copy_checkout as clone_with_venv
 
 
 @pytest.mark.slow

@@ -62,3 +62,12 @@ def test_environment_installs_the_course_package_and_python_311():
     assert "python=3.11" in environment["dependencies"]
     pip_list = next(e["pip"] for e in environment["dependencies"] if isinstance(e, dict))
     assert "-e ." in pip_list, "environment.yml must install course_lib itself (-e .)"
+
+
+def test_the_test_tools_bring_the_hub_extra():
+    """`make setup` installs [test], which must pull the class hub's packages, or tests/hub cannot run;
+    the runtime (environment.yml) leaves them to `pip install -e '.[hub]'` (docs/jupyterhub.md)."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {Requirement(r).name for r in extras["hub"]} == {"jupyterhub", "batchspawner"}
+    assert any(Requirement(r).name == "course-lib" and "hub" in Requirement(r).extras for r in extras["test"])
+    assert ".[hub]" in (ROOT / "environment.yml").read_text()

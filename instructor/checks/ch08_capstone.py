@@ -19,6 +19,7 @@ from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch08_capstone import (
+    REFUSAL,
     check_build_stage,
     check_capstone_loss,
     group_problems,
@@ -32,7 +33,7 @@ HIDDEN_MESHES = [((2, 2, 2), ("dp", "tp", "pp")), ((2, 2, 2), ("pp", "tp", "dp")
 
 
 def check_capstone_groups_hidden(capstone_groups) -> None:
-    student = as_student_function(capstone_groups, "capstone_groups")
+    student = as_student_function(capstone_groups, "capstone_groups", refusal=REFUSAL)
     calls = [(shape, names, rank) for shape, names in HIDDEN_MESHES for rank in range(math.prod(shape))]
     try:
         answers = map_isolated(student, [(rank, shape, names) for shape, names, rank in calls],
@@ -46,7 +47,7 @@ def check_capstone_groups_hidden(capstone_groups) -> None:
 
 
 def check_build_stage_hidden(build_stage) -> None:
-    check_build_stage(as_student_function(build_stage, "build_stage"), layers=3, seed=11)
+    check_build_stage(as_student_function(build_stage, "build_stage", refusal=REFUSAL), layers=3, seed=11)
 
 
 def check_capstone_loss_hidden(capstone_groups, build_stage, capstone_step) -> None:

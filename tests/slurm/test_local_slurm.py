@@ -16,7 +16,7 @@ import pytest
 from conftest import skip_or_fail
 from tests.slurm.cluster import REPO, START
 
-SHELL_PATTERNS = ("slurm/*.sbatch", "slurm/*.sh", "slurm/local/*.sh", "tests/slurm/*.sh")
+SHELL_PATTERNS = ("slurm/*.sbatch", "slurm/*.sh", "slurm/local/*.sh", "slurm/hub/*.sh", "tests/slurm/*.sh")
 SHELL_SCRIPTS = sorted(path for pattern in SHELL_PATTERNS for path in REPO.glob(pattern))
 SBATCH_SCRIPTS = sorted(REPO.glob("slurm/*.sbatch"))
 SBATCH_OPTION = re.compile(r"^#SBATCH\s+(--[\w-]+)", re.MULTILINE)

@@ -1,8 +1,9 @@
 """A copy of this test run's virtual environment for another checkout (a clone, a student kit).
 
 Hard links where the disk allows (seconds, no space), a real copy otherwise. The few files that name
-the original checkout (the editable install's finder, the course kernelspec) are replaced, never edited
-in place, so the original environment is untouched and the copy imports course_lib from its new home.
+the original checkout (the editable install's finder, the course kernelspec, the #! line of the
+environment's scripts) are replaced, never edited in place, so the original environment is untouched
+and the copy imports course_lib, and runs its scripts, from its new home.
 """
 
 from __future__ import annotations
@@ -31,4 +32,11 @@ def copy_venv(target: Path, code_root: Path, original_root: Path) -> Path:
         _rewrite(finder, str(original_root / "course_lib"), str(code_root / "course_lib"))
     for spec in target.glob("share/jupyter/kernels/*/kernel.json"):
         _rewrite(spec, str(ORIGINAL), str(target))
+    shebang = f"#!{ORIGINAL}/bin/".encode()
+    for script in (target / "bin").iterdir():
+        if script.is_file() and not script.is_symlink():
+            with open(script, "rb") as handle:
+                if handle.read(len(shebang)) == shebang:
+                    _rewrite(script, f"#!{ORIGINAL}/bin/", f"#!{target}/bin/")
+                    script.chmod(0o755)
     return target

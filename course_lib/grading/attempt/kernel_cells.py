@@ -8,6 +8,7 @@ isolated judge does with the submitted cells, so the notebook says what the grad
 
 from __future__ import annotations
 
+import dis
 import functools
 import linecache
 import os
@@ -36,8 +37,13 @@ def _cell(code: types.CodeType) -> str | None:
     return name
 
 
+GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+
+
 def _names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
+    """The global names ``code`` reads (not attribute names: ``t.nbytes`` is not the notebook's nbytes)."""
+    names = {instruction.argval for instruction in dis.get_instructions(code)
+             if instruction.opname in GLOBAL_LOADS}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _names(const)

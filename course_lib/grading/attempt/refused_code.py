@@ -5,6 +5,7 @@ refused functions and classes (to recognise a copy), and the paths of the Python
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 import sysconfig
 import types
@@ -86,34 +87,55 @@ def _module_files(module: types.ModuleType) -> list[str]:
     return [str(Path(module.__file__).resolve())] if getattr(module, "__file__", None) else []
 
 
-def _codes_of(value, seen: set, into: dict, label: tuple) -> None:
-    """Every code object a function or class holds (methods, nested functions), into ``into``; code
-    generated at run time (a NamedTuple's __new__, a dataclass's __init__) is nobody's to copy."""
+def _codes_of(value, seen: set, into: dict, label: tuple, home: frozenset) -> None:
+    """Every code object a function or class written in ``home`` (its files) holds: methods, nested
+    functions, what a decorator wraps. Code from elsewhere (the decorator's own wrapper, a base class's
+    methods, code generated at run time: a NamedTuple's __new__) is not this object's to refuse."""
     if id(value) in seen:
         return
     seen.add(id(value))
     if isinstance(value, types.CodeType):
-        if value.co_filename.startswith("<") or not Path(value.co_filename).is_file():
-            return
-        into[value] = label
-        for const in value.co_consts:
-            _codes_of(const, seen, into, label) if isinstance(const, types.CodeType) else None
+        if value.co_filename in home:
+            into[value] = label
+            for const in value.co_consts:
+                _codes_of(const, seen, into, label, home) if isinstance(const, types.CodeType) else None
     elif isinstance(value, types.FunctionType):
-        _codes_of(value.__code__, seen, into, label)
+        _codes_of(value.__code__, seen, into, label, home)
+        if getattr(value, "__wrapped__", None) is not None:
+            _codes_of(value.__wrapped__, seen, into, label, home)
     elif isinstance(value, (staticmethod, classmethod)):
-        _codes_of(value.__func__, seen, into, label)
+        _codes_of(value.__func__, seen, into, label, home)
     elif isinstance(value, property):
         for part in (value.fget, value.fset):
-            _codes_of(part, seen, into, label) if part is not None else None
+            _codes_of(part, seen, into, label, home) if part is not None else None
     elif isinstance(value, type):
         for member in vars(value).values():
-            _codes_of(member, seen, into, label)
+            _codes_of(member, seen, into, label, home)
+
+
+def _home(path) -> frozenset:
+    """A source file as code objects may name it: as imported, and with links resolved."""
+    return frozenset({str(path), str(Path(path).resolve())}) if path else frozenset()
 
 
 def _defined_here(module: types.ModuleType, into: dict, seen: set, origin: str) -> None:
+    home = _home(getattr(module, "__file__", None))
     for value in list(vars(module).values()):
         if getattr(value, "__module__", None) == module.__name__:
-            _codes_of(value, seen, into, (f"{module.__name__}.{getattr(value, '__qualname__', '?')}", origin))
+            label = (f"{module.__name__}.{getattr(value, '__qualname__', '?')}", origin)
+            _codes_of(value, seen, into, label, home)
+
+
+def _home_of(value) -> frozenset:
+    """The file a single refused function or class is written in."""
+    target = inspect.unwrap(value) if callable(value) else value
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        return _home(code.co_filename)
+    try:
+        return _home(inspect.getsourcefile(target))
+    except TypeError:
+        return frozenset()
 
 
 def _import_object(dotted: str):
@@ -145,7 +167,8 @@ def work_out(refusal: Refusal, trusted_folders) -> Armed:
                 files.update(dict.fromkeys(_module_files(sub), name))
                 _defined_here(sub, codes, seen, name)
     for dotted in refusal.functions:
-        _codes_of(_import_object(dotted), seen, codes, (dotted, dotted.rsplit(".", 1)[0]))
+        value = _import_object(dotted)
+        _codes_of(value, seen, codes, (dotted, dotted.rsplit(".", 1)[0]), _home_of(value))
     allowed = ALWAYS_ALLOWED + refusal.allowed
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)

@@ -17,8 +17,14 @@ from course_lib.capstone.run import MESH_NAMES, MESH_SHAPE, Pieces, run_capstone
 from course_lib.capstone.standins import tensor_parallel
 from course_lib.dist import RankFailure, RanksHungError, run_ranks
 from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.models import make_transformer_block
+
+# The capstone hands the answer its groups (capstone/groups.py) and its pieces (capstone/run.py, played by
+# the student's own chapter 03/05/06 answers or PyTorch's stand-ins): those it may run; nothing else.
+REFUSAL = Refusal("your capstone", allowed=("capstone/groups.py", "capstone/run.py", "capstone/standins.py",
+                                            "capstone/loader.py"))
 
 PIECE_OF_DIMENSION = {"tp": "tensor_parallel", "dp": "data_parallel", "pp": "pipeline"}
 VISIBLE_MESHES = [(MESH_SHAPE, MESH_NAMES), ((2, 2, 2), ("tp", "pp", "dp")), ((1, 2, 4), ("pp", "dp", "tp"))]
@@ -53,7 +59,7 @@ def group_problems(shape, names, rank, got) -> list:
 
 def check_capstone_groups(capstone_groups, meshes=VISIBLE_MESHES) -> None:
     """Every rank of every mesh: the tensor-, data- and pipeline-parallel groups torch's mesh gives it."""
-    function = as_student_function(capstone_groups, "capstone_groups").resolve()
+    function = as_student_function(capstone_groups, "capstone_groups", refusal=REFUSAL).resolve()
     problems = []
     for shape, names in meshes:
         for rank in range(math.prod(shape)):
@@ -84,7 +90,7 @@ class _Counting(Pieces):
 
 def _stage_rank(rank, world_size, build_stage, layers, seed):
     """Rank side: the student's stage against the unsharded blocks, on one input, forward and backward."""
-    build_stage = as_student_function(build_stage, "build_stage").resolve()
+    build_stage = as_student_function(build_stage, "build_stage", refusal=REFUSAL).resolve()
     blocks = [make_transformer_block(seed=seed + i) for i in range(layers)]
     whole = torch.nn.Sequential(*copy.deepcopy(blocks))
     x = torch.randn(2, 8, blocks[0].attention.q.in_features, generator=torch.Generator().manual_seed(seed))
@@ -130,7 +136,7 @@ def check_build_stage(build_stage, layers: int = 2, seed: int = 0, tp: int = 2) 
 def check_capstone_loss(capstone_groups, build_stage, capstone_step, steps: int = 2, microbatches: int = 2,
                         seed: int = 0) -> dict:
     """8 ranks, DP 2 x TP 2 x PP 2 with PyTorch's stand-in pieces: the loss of single-process training."""
-    students = [as_student_function(f, n) for f, n in ((capstone_groups, "capstone_groups"),
+    students = [as_student_function(f, n, refusal=REFUSAL) for f, n in ((capstone_groups, "capstone_groups"),
                                                        (build_stage, "build_stage"),
                                                        (capstone_step, "capstone_step"))]
     try:
