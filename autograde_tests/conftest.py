@@ -2,9 +2,9 @@
 
 ``graded_class``: the hostile probe class and every chapter whose row says so, in one throw-away course
 graded by `make grade`'s pipeline in one pool, so the idle time of deadlocked submissions overlaps with
-the work of the others. Chapters 03 and 07 are graded in runs of their own (``ddp_graded_class``,
-``zero_graded_class``); tests/chapters/ checks the fixtures not sent through nbgrader directly against
-the hidden checks.
+the work of the others. Chapters 03, 07 and 10 are graded in runs of their own (``ddp_graded_class``,
+``zero_graded_class``, ``cp_graded_class``); tests/chapters/ checks the fixtures not sent through
+nbgrader directly against the hidden checks.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ class GradedClass:
 
 
 GRADING_RUN_TIMEOUT_S = 1800  # the shared run of every chapter's classes outgrows pytest's 600 s default
-RUNS = ("graded_class", "ddp_graded_class", "zero_graded_class", "ep_graded_class", "checkpoint_graded_class")
+RUNS = ("graded_class", "ddp_graded_class", "zero_graded_class", "ep_graded_class", "checkpoint_graded_class",
+        "cp_graded_class")
 
 
 def pytest_collection_modifyitems(items):
@@ -88,6 +89,12 @@ def checkpoint_graded_class(tmp_path_factory) -> GradedClass:
     a wrong answer that leaves mixed checkpoints makes a resumed run hang until the run's timeout."""
     return _chapter_run(tmp_path_factory, "checkpoint_graded_class", jobs=2, cell_timeout=120,
                         judge_timeout=400)
+
+
+@pytest.fixture(scope="session")
+def cp_graded_class(tmp_path_factory) -> GradedClass:
+    """Chapter 10 in a run of its own: its hidden checks run the ring on up to 8 ranks, part by part."""
+    return _chapter_run(tmp_path_factory, "cp_graded_class", jobs=2, cell_timeout=120, judge_timeout=300)
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ CH09 = "ch09_checkpoint:"
 CH09_STORAGE = ("save_checkpoint", "load_checkpoint")
 CH11 = "ch11_expert_parallel:"
 EP = ("expert_parallel_forward",)
+CH10 = "ch10_ring_attention:"
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -142,6 +143,20 @@ CHECKS = {
         CH09 + "check_resume_after_sigterm_hidden", ("train",)),
     ("09_on_the_cluster", "test_resume_on_new_world_size"): IsolatedCheck(
         CH09 + "check_resume_on_new_world_size_hidden", ("train",)),
+    ("10_context_parallel", "test_zigzag_positions"): IsolatedCheck(
+        CH10 + "check_zigzag_positions_hidden", ("zigzag_positions",)),
+    ("10_context_parallel", "test_ring_attention_values"): IsolatedCheck(
+        CH10 + "check_ring_attention_values_hidden", ("ring_attention",)),
+    ("10_context_parallel", "test_ring_attention_causal"): IsolatedCheck(
+        CH10 + "check_ring_attention_causal_hidden", ("ring_attention",)),
+    ("10_context_parallel", "test_ring_attention_zigzag"): IsolatedCheck(
+        CH10 + "check_ring_attention_zigzag_hidden", ("ring_attention",)),
+    ("10_context_parallel", "test_ring_attention_traffic"): IsolatedCheck(
+        CH10 + "check_ring_attention_traffic_hidden", ("ring_attention",)),
+    ("10_context_parallel", "test_ring_attention_skips_masked"): IsolatedCheck(
+        CH10 + "check_ring_attention_skips_masked_hidden", ("ring_attention",)),
+    ("10_context_parallel", "test_ring_attention_stable"): IsolatedCheck(
+        CH10 + "check_ring_attention_stable_hidden", ("ring_attention",)),
     ("11_expert_parallel", "test_expert_parallel_values"): IsolatedCheck(
         CH11 + "check_expert_parallel_values_hidden", EP),
     ("11_expert_parallel", "test_expert_parallel_gradients"): IsolatedCheck(

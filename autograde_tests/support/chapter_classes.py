@@ -102,6 +102,8 @@ CHAPTERS = (
     # past the shared run's 20 s per cell on a busy machine. Each fixture answers the cells it names.
     Chapter("09_on_the_cluster", "checkpoint", "checkpoint", run="checkpoint_graded_class",
             answers="over_solution"),
+    # Chapter 10 in a run of its own while it is new (the lead decides whether it joins the shared run).
+    Chapter("10_context_parallel", "cp", "ring_attention", run="cp_graded_class"),
     # Chapter 11 in a run of its own while it is new (the lead decides whether it joins the shared run):
     # its lesson times real ranks and calibrates the machine.
     Chapter("11_expert_parallel", "ep", "expert_parallel", run="ep_graded_class"),

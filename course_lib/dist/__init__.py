@@ -13,6 +13,10 @@ from course_lib import moved_modules
 _EXPORTS = {
     "current_device": "backend",
     "bucket_sweep": "bucket_sweep",
+    "ComputeLog": "compute_log", "record_compute": "compute_log",
+    "AttentionRun": "sequence_split", "attention_on_ranks": "sequence_split",
+    "layout_positions": "sequence_split", "shard_sequence": "sequence_split",
+    "public_context_parallel": "torch_context_parallel", "torch_ring_attention": "torch_context_parallel",
     "GLOO_SEGMENT_BYTES": "calibration", "calibrate": "calibration", "measure_all_reduce": "calibration",
     "predict_all_reduce": "calibration",
     "make_wide_mlp": "ddp_step", "measure_ddp_step": "ddp_step", "record_ddp_buckets": "ddp_step",

@@ -1,7 +1,8 @@
 """Bytes each rank put on the wire, read off recorded traffic (``record_traffic``'s logs).
 
 A recorded collective of S bytes (nccl-tests' count) sends ``bus_factor(op, N) * S`` per rank with a
-ring: (N-1)/N S for an all-gather or a reduce-scatter, twice that for an all-reduce.
+ring: (N-1)/N S for an all-gather or a reduce-scatter, twice that for an all-reduce; an all-to-all keeps
+1/N of its buffer and sends the rest.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from course_lib.sim import bus_factor
 
 FAMILY = {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
           "all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
-          "broadcast": "broadcast"}
+          "broadcast": "broadcast", "all_to_all_single": "all_to_all", "all_to_all": "all_to_all"}
 
 
 def wire_bytes(log, world_size: int) -> dict[str, float]:

@@ -16,6 +16,13 @@ from .collectives.buckets import (
     latency_share,
     optimal_bucket_bytes,
 )
+from .collectives.context_parallel import (
+    ContextParallelCost,
+    causal_step_work,
+    causal_work,
+    context_parallel_cost,
+    ring_attention_timeline,
+)
 from .collectives.cost import (
     ALGORITHM_OPS,
     ALGORITHMS,
@@ -75,6 +82,7 @@ from .step.schedules import Schedule, bubble_fraction_formula, pipeline_schedule
 from .step.step_report import StepReport
 from .step.training_step import simulate_training_step
 from .timeline import Event, Span, Timeline, join_timelines
+from .vocabulary import CP_METHODS
 
 __all__ = [
     "A100", "activation_memory_per_layer", "algorithm_bandwidth", "ALGORITHMS",
@@ -92,4 +100,6 @@ __all__ = [
     "DEEPSEEK_V3_RUN", "gpu_hours_per_trillion_tokens", "mfu_from_gpu_hours", "expert_layer_timeline",
     "all_reduce_terms", "buckets_after_backward", "bucketed_overhead", "latency_seconds", "latency_share",
     "optimal_bucket_bytes", "join_timelines",
+    "causal_step_work", "causal_work", "context_parallel_cost", "ContextParallelCost", "CP_METHODS",
+    "ring_attention_timeline",
 ]

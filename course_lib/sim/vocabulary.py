@@ -1,5 +1,6 @@
 """The names every layer of the simulator may read: collectives and their algorithms, pipeline schedules,
-recompute policies and timeline event kinds. Each layer validates against these; none defines its own.
+recompute policies, timeline event kinds, context-parallel methods. Each layer validates against these;
+none defines its own.
 """
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "scatter", "gather",
@@ -20,3 +21,9 @@ PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
 PIPELINE_PLACEMENTS = ("loop", "v")     # where a stage's chunks sit in the model (schedules.py)
 RECOMPUTE = ("none", "selective", "full")
 EVENT_KINDS = ("compute", "comm", "idle")
+# How context parallelism moves keys and values (chapter 10): all-gathered before the attention (Llama 3),
+# passed round a ring while each rank merges partial results (Liu et al. 2023), or all-to-all from
+# sequence-sharded to head-sharded and back (DeepSpeed-Ulysses, Jacobs et al. 2023).
+CP_METHODS = ("all_gather", "ring", "ulysses")
+# Which tokens a rank holds: one contiguous chunk, or chunks r and 2N-1-r of 2N (zig-zag, for causal balance).
+CP_LAYOUTS = ("contiguous", "zigzag")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, replace
 from numbers import Integral
 
 from ..checks import amount, one_of, whole
-from ..vocabulary import ALGORITHMS, PIPELINE_SCHEDULES, RECOMPUTE
+from ..vocabulary import ALGORITHMS, CP_METHODS, PIPELINE_SCHEDULES, RECOMPUTE
 from .layout import DEFAULT_PLACEMENT, check_degrees, check_placement, split_layers
 
 
@@ -53,6 +53,9 @@ class StepConfig:
     ep_overlap: bool = False              # all-to-alls run beside the other micro-batch's compute (DualPipe)
     comm_sm_share: float = 0.0            # share of the GPU's compute the overlapped all-to-alls take
     fp8: bool = False                     # the layers' matrix multiplies at the preset's FP8 rate
+    # How the cp ranks exchange keys and values (CP_METHODS): all-gathered before each attention, as Llama 3
+    # did (Dubey et al. 2024, section 3.3.2), passed round a ring, or all-to-all to whole heads (Ulysses).
+    cp_method: str = "all_gather"
 
     @property
     def degrees(self) -> dict:
@@ -147,6 +150,7 @@ def _check_strategy(config) -> None:
         raise ValueError("virtual_stages > 1 needs pp > 1 and schedule='interleaved_1f1b'")
     one_of("recompute", config.recompute, RECOMPUTE)
     one_of("dp_algorithm", config.dp_algorithm, ALGORITHMS)
+    one_of("cp_method", config.cp_method, CP_METHODS)
 
 
 def _check_sizes_and_switches(config) -> None:
@@ -174,6 +178,11 @@ def _check_model_split(config) -> None:
                              "pick tp among the divisors of heads")
         if model.seq_len % config.cp:
             raise ValueError(f"cp={config.cp} must divide the sequence length {model.seq_len}")
+        heads = model.heads // config.tp
+        if config.cp_method == "ulysses" and heads % config.cp:
+            raise ValueError(f"cp_method='ulysses' gives each of the cp={config.cp} ranks whole heads, but a "
+                             f"tensor-parallel rank holds {heads} heads: use a cp that divides {heads}, or "
+                             "cp_method='ring' or 'all_gather'")
     elif config.tp > 1 or config.cp > 1:
         name = getattr(model, "name", "this model")
         raise ValueError(f"{name} is too small to split with tensor or context parallelism in the "

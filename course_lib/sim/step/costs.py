@@ -11,6 +11,7 @@ from ..collectives.cost import collective_time
 from ..job.layout import dimension_link, expert_link
 from ..memory.formulas import activation_memory_per_layer
 from ..timeline import span
+from .context_costs import AttentionCosts, attention_backward, attention_forward
 from .expert_costs import append_backward, append_forward, expert_times, overlap_block
 
 
@@ -142,8 +143,7 @@ class CostModel:
         act_bytes = self.tokens / c.cp * model.hidden * 2
         t_tp = collective_time("all_reduce", act_bytes, c.tp, self.tp_link)
         tp_label = "TP all-gather+reduce-scatter" if c.sp else "TP all-reduce"
-        kv_bytes = 2 * self.tokens * model.kv_dim * 2 / c.tp
-        t_cp = collective_time("all_gather", kv_bytes, c.cp, self.cp_link)
+        attention = self._attention_costs(t_attn, core)
         t_mem = self.t_mem
         name = f"L{index}"
         held = model.layer_params(index) - model.layer_expert_params(index) * (1 - 1 / c.ep)   # E/ep experts
@@ -152,9 +152,7 @@ class CostModel:
 
         def forward(events, t, tag=""):
             t = _append(events, t, t_mem, "compute", f"{name}{tag} norms, softmax, residual (memory-bound)")
-            _append(events, t, t_cp, "comm", f"{name}{tag} CP all-gather KV")
-            t += max(t_attn, t_cp)
-            _append(events, t - t_attn, t_attn, "compute", f"{name}{tag} attention")
+            t = attention_forward(events, t, attention, f"{name}{tag}")
             t = _append(events, t, t_tp, "comm", f"{name}{tag} {tp_label}")
             if experts:
                 t = append_forward(events, t, experts, f"{name}{tag}", overlap)
@@ -172,14 +170,19 @@ class CostModel:
         else:
             t = _append(block.bwd, t, 2 * t_mlp, "compute", f"{name} MLP grad")
         t = _append(block.bwd, t, t_tp, "comm", f"{name} {tp_label}")
-        t_cp_bwd = collective_time("reduce_scatter", kv_bytes, c.cp, self.cp_link) + t_cp
-        _append(block.bwd, t, t_cp_bwd, "comm", f"{name} CP KV all-gather + dKV reduce-scatter")
-        t += max(2 * t_attn, t_cp_bwd)
-        _append(block.bwd, t - 2 * t_attn, 2 * t_attn, "compute", f"{name} attention grad")
+        t = attention_backward(block.bwd, t, attention, name)
         block.bwd_time = _append(block.bwd, t, t_tp, "comm", f"{name} {tp_label}")
         if overlap:
             overlap_block(block, experts)
         return block
+
+    def _attention_costs(self, t_attn: float, core: float) -> AttentionCosts:
+        """One layer's attention seconds and the bytes its context-parallel group exchanges."""
+        c, model = self.config, self.config.model
+        kv_bytes = 2 * self.tokens * model.kv_dim * 2 / c.tp          # K and V, whole sequence, bf16
+        q_bytes = self.tokens / c.cp * model.hidden * 2 / c.tp
+        kv_split = (model.num_kv_heads / c.tp) % c.cp == 0
+        return AttentionCosts(c.cp_method, c.cp, t_attn, core, kv_bytes, q_bytes, kv_split, self.cp_link)
 
     def _memory_bound_seconds(self) -> float:
         """Forward seconds of a layer's non-matmul ops, which stream activations through HBM.

@@ -1,0 +1,100 @@
+"""One layer's attention with its context-parallel traffic, as the step's events: keys and values
+all-gathered (Llama 3), passed round a ring (Liu et al. 2023) or exchanged all-to-all (Ulysses).
+
+Every function appends Spans relative to the layer's start and returns the time the attention ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..collectives.cost import collective_time
+from ..timeline import span
+
+
+@dataclass(frozen=True)
+class AttentionCosts:
+    """Seconds of one layer's attention on one rank, and what its context-parallel group sends.
+
+    attention: the whole attention block (projections and the scores); core: the scores and the weighted
+    sum alone, the part a ring splits into cp blocks; kv_bytes: K and V of the whole sequence for this
+    rank's heads; q_bytes: this rank's queries (or its output).
+    """
+
+    method: str
+    cp: int
+    attention: float
+    core: float
+    kv_bytes: float
+    q_bytes: float
+    kv_split: bool          # Ulysses: the key/value heads divide cp ways (else they are copied up to cp)
+    link: object
+
+
+def _add(events: list, start: float, seconds: float, kind: str, label: str) -> float:
+    if seconds > 0:
+        events.append(span(start, start + seconds, kind, label))
+    return start + seconds
+
+
+def _hop(link):
+    """The link one ring message crosses: a NIC when the group spans nodes (the slowest hop sets the pace)."""
+    return link.rail() if getattr(link, "spans_nodes", False) else link
+
+
+def _ring(events, t, a: AttentionCosts, name: str, label: str, factor: float) -> float:
+    """Projections, then cp blocks of the core, each block's K and V (and, backward, their gradients:
+    ``factor`` 2) arriving over the ring while the one before is computed."""
+    hop = factor * _hop(a.link).transfer_time(a.kv_bytes / a.cp)
+    block = factor * a.core / a.cp
+    ring = block + (a.cp - 1) * max(block, hop)
+    rest = factor * (a.attention - a.core)
+    _add(events, t + rest, (a.cp - 1) * hop, "comm", f"{name} CP ring K,V ({a.cp - 1} steps)")
+    end = t + rest + ring
+    _add(events, end - factor * a.attention, factor * a.attention, "compute", label)
+    return end
+
+
+def _ulysses(events, t, a: AttentionCosts, name: str, label: str, factor: float) -> float:
+    """All-to-all of Q, K, V to whole heads, the attention on cp times fewer heads, all-to-all back."""
+    queries = collective_time("all_to_all", a.q_bytes, a.cp, a.link)
+    if a.kv_split:
+        keys = 2 * collective_time("all_to_all", a.kv_bytes / (2 * a.cp), a.cp, a.link)
+    else:   # one key/value head per rank, copied before the all-to-all: as much as all-gathering it
+        keys = 2 * collective_time("all_gather", a.kv_bytes / 2, a.cp, a.link)
+    t = _add(events, t, queries + keys, "comm", f"{name} Ulysses all-to-all Q,K,V")
+    t = _add(events, t, factor * a.attention, "compute", label)
+    return _add(events, t, queries, "comm", f"{name} Ulysses all-to-all out")
+
+
+def attention_forward(events: list, t: float, a: AttentionCosts, name: str) -> float:
+    """Layer ``name``'s forward attention from ``t`` with its CP traffic; returns when it ends."""
+    label = f"{name} attention"
+    if a.cp == 1:
+        return _add(events, t, a.attention, "compute", label)
+    if a.method == "ring":
+        return _ring(events, t, a, name, label, 1)
+    if a.method == "ulysses":
+        return _ulysses(events, t, a, name, label, 1)
+    gather = collective_time("all_gather", a.kv_bytes, a.cp, a.link)
+    _add(events, t, gather, "comm", f"{name} CP all-gather KV")
+    end = t + max(a.attention, gather)
+    _add(events, end - a.attention, a.attention, "compute", label)
+    return end
+
+
+def attention_backward(events: list, t: float, a: AttentionCosts, name: str) -> float:
+    """Layer ``name``'s backward attention (twice the forward's compute) with its CP traffic."""
+    label = f"{name} attention grad"
+    if a.cp == 1:
+        return _add(events, t, 2 * a.attention, "compute", label)
+    if a.method == "ring":
+        return _ring(events, t, a, name, label, 2)
+    if a.method == "ulysses":
+        return _ulysses(events, t, a, name, label, 2)
+    traffic = (collective_time("reduce_scatter", a.kv_bytes, a.cp, a.link)
+               + collective_time("all_gather", a.kv_bytes, a.cp, a.link))
+    _add(events, t, traffic, "comm", f"{name} CP KV all-gather + dKV reduce-scatter")
+    end = t + max(2 * a.attention, traffic)
+    _add(events, end - 2 * a.attention, 2 * a.attention, "compute", label)
+    return end

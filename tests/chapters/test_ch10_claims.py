@@ -1,0 +1,87 @@
+"""What chapter 10's prose states, asserted on the simulator (fast: no ranks, no notebook)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from course_lib import sim
+
+GB = 1e9
+LONG = next(run for run in sim.PUBLISHED_RUNS if run.model.seq_len == 131072)
+H100_16K = sim.make_cluster(2048, 8)
+TORCHTITAN = {32768: (8, 1, 3890), 65536: (4, 2, 2540), 131072: (2, 4, 1071), 262144: (1, 8, 548)}
+
+
+def test_section_1_activations_at_128k():
+    model = replace(sim.LLAMA3_405B, seq_len=131072)
+    stored = sim.activation_memory_per_layer(model, 1, tp=8, sequence_parallel=True)
+    flash = sim.activation_memory_per_layer(model, 1, tp=8, sequence_parallel=True, recompute="selective")
+    stage = 8 * 16 * flash
+    assert 100 * GB < stored < 1000 * GB                       # "hundreds of GB"
+    assert 1000 * GB < stage < 1200 * GB                       # "about a terabyte"
+    assert stage > 10 * sim.H100.memory_bytes                  # "more than ten H100s hold"
+    assert stage / 16 < sim.H100.memory_bytes                  # CP 16 brings it under one H100
+
+
+def test_section_2_bytes_of_the_three_methods():
+    cost = {m: sim.context_parallel_cost(m, 64, 4, 8, 16, bytes_per_element=8) for m in sim.CP_METHODS}
+    assert cost["ring"].sent_bytes == cost["all_gather"].sent_bytes
+    assert cost["ring"].kv_held_bytes == cost["all_gather"].kv_held_bytes / 2        # 2 chunks of 4
+    assert cost["ulysses"].sent_bytes == cost["ring"].sent_bytes / 2                 # (8 + 8) / (4 x 8)
+
+
+def test_section_3_balance_of_the_causal_mask():
+    contiguous, zigzag = sim.causal_work(4), sim.causal_work(4, "zigzag")
+    assert max(contiguous) / (sum(contiguous) / 4) == 1.75 and max(zigzag) == min(zigzag)
+    rings = {layout: sim.ring_attention_timeline(16, 1e-3, 2e-4, causal=True, layout=layout).makespan
+             for layout in ("contiguous", "zigzag")}
+    speedup, ideal = rings["contiguous"] / rings["zigzag"], max(sim.causal_work(16)) / 8
+    assert speedup == pytest.approx(ideal, rel=0.01) and speedup < 2
+
+
+def test_section_8_llama3_at_128k():
+    steps = {m: sim.simulate_training_step(LONG.model, H100_16K, cp_method=m, **LONG.layout).step_time
+             for m in sim.CP_METHODS}
+    assert math.isclose(steps["ring"], steps["all_gather"]) and steps["ulysses"] > steps["ring"]
+    model = LONG.model
+    ring, ulysses = (sim.context_parallel_cost(method, model.seq_len, 16, 16, 128, kv_heads=1)
+                     for method in ("ring", "ulysses"))
+    assert ulysses.sent_bytes == 2 * ring.sent_bytes                         # "twice the ring's bytes"
+    transfer = H100_16K.preset.inter_node.transfer_time(ring.sent_bytes / 15)
+    block = 4 * (model.seq_len // 16) ** 2 * model.hidden / 8 / 2 / H100_16K.preset.flops
+    assert transfer < block / 2
+
+
+def test_section_8_context_sweep():
+    reports = {}
+    for seq_len in (8192 * 2**i for i in range(6)):
+        cp = seq_len // 8192
+        layout = dict(LONG.layout, cp=cp, dp=128 // cp, global_batch=16 * 128 // cp)
+        model = replace(sim.LLAMA3_405B, seq_len=seq_len)
+        reports[seq_len] = {m: sim.simulate_training_step(model, H100_16K, cp_method=m, **layout)
+                            for m in ("ring", "all_gather")}
+        if cp == 32:
+            with pytest.raises(ValueError, match="ulysses"):
+                sim.simulate_training_step(model, H100_16K, cp_method="ulysses", **layout)
+    peaks = {r["ring"].peak_memory for r in reports.values()}
+    times = [r["ring"].step_time for r in reports.values()]
+    assert len(peaks) == 1 and times == sorted(times) and len(set(times)) == len(times)
+    assert all(math.isclose(r["ring"].step_time, r["all_gather"].step_time) for r in reports.values())
+
+
+def test_section_8_against_torchtitan():
+    node = sim.make_cluster(1, 8, preset=replace(sim.H100, memory_bytes=96e9))
+    ratio = {}
+    for seq_len, (dp, cp, published) in TORCHTITAN.items():
+        report = sim.simulate_training_step(replace(sim.LLAMA3_8B, seq_len=seq_len), node, dp=dp, cp=cp,
+                                            zero_stage=3, global_batch=dp, recompute="full", cp_method="ring",
+                                            check_memory=False)
+        ratio[seq_len] = report.tokens_per_second / 8 / published
+    assert all(abs(ratio[s] - 1) <= 0.21 for s in (32768, 65536))              # "within about 20%"
+    assert round(ratio[131072], 1) == 1.6 and round(ratio[262144], 1) == 1.9
+    published_fall = TORCHTITAN[32768][2] / TORCHTITAN[262144][2]
+    simulated_fall = published_fall * ratio[32768] / ratio[262144]
+    assert published_fall > 2 * simulated_fall                                 # "more than twice as steeply"
