@@ -12,17 +12,19 @@ the judge trains the unwrapped model on one process and compares.
 
 values: on models with a tied weight (one Linear of a middle unit holds another's weight), the modules
 holding it see the same values in every forward, and gather_full_params() equals single-process float32
-training within 1e-5 (the tied weight once, under its first name). memory: the parameter
-bytes reachable from the FSDP object (attributes, containers, hooks' closures), measured at every
-layer's forward and backward, stay below the unsharded model's. traffic: per unit one all-gather before
-forward, one before backward and one reduce-scatter, each of the unit's padded flat buffer, nothing else.
+training within 1e-5 (the tied weight once, under its first name). memory: the tensor bytes the process
+really holds (every storage made since the FSDP was built and still alive, autograd's saved tensors and
+gradients included), measured at every layer's forward and backward and at the end of the forward, exceed
+the plain model's activations by at most the shards, their gradients and 3 x the largest unit. traffic:
+per unit one all-gather before forward, one before backward and one reduce-scatter, each of the unit's
+padded flat buffer, every reduce-scatter started during the backward (at most one unit gathered ahead of
+the reductions), nothing else. torch's FSDP and ZeroRedundancyOptimizer, and course_lib, are refused.
 mixed precision: with compute_dtype=torch.bfloat16, parameters gathered in bf16, float32 shards and
 gradients, values within 10% of how far training moved them.
 """
 
 from __future__ import annotations
 
-from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch07_fsdp import (
     FSDPCase,
     memory_problems,
@@ -45,8 +47,7 @@ def _checked(FSDP, judge, what: str, dtype: str | None = None, tied: bool = Fals
         return FSDPCase(width=rng.randint(9, 23), units=rng.randint(5, 8), dtype=dtype, seed=seed % 10_000,
                         tied=tied)
 
-    student = as_student_function(FSDP, "FSDP")
-    checked_runs(student, lambda *a: run_fsdp(*a, TIMEOUT_S), WORLD_SIZES, case_for, judge, what)
+    checked_runs(FSDP, lambda *a: run_fsdp(*a, TIMEOUT_S), WORLD_SIZES, case_for, judge, what)
 
 
 def check_fsdp_values_hidden(FSDP) -> None:  # noqa: N803
@@ -54,7 +55,7 @@ def check_fsdp_values_hidden(FSDP) -> None:  # noqa: N803
 
 
 def check_fsdp_memory_hidden(FSDP) -> None:  # noqa: N803
-    _checked(FSDP, memory_problems, "FSDP holds too much parameter memory")
+    _checked(FSDP, memory_problems, "FSDP holds too much memory")
 
 
 def check_fsdp_traffic_hidden(FSDP) -> None:  # noqa: N803

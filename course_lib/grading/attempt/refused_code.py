@@ -98,7 +98,10 @@ def _codes_of(value, seen: set, into: dict, label: tuple) -> None:
         for const in value.co_consts:
             _codes_of(const, seen, into, label) if isinstance(const, types.CodeType) else None
     elif isinstance(value, types.FunctionType):
-        _codes_of(value.__code__, seen, into, label)
+        # A decorated function (torch.no_grad(), functools.wraps): the wrapper's code is the decorator's,
+        # shared by every function it decorates anywhere; the refused code is the one it wraps.
+        wrapped = getattr(value, "__wrapped__", None)
+        _codes_of(wrapped if wrapped is not None else value.__code__, seen, into, label)
     elif isinstance(value, (staticmethod, classmethod)):
         _codes_of(value.__func__, seen, into, label)
     elif isinstance(value, property):
