@@ -2,9 +2,9 @@
 
 ``graded_class``: the hostile probe class and every chapter whose row says so, in one throw-away course
 graded by `make grade`'s pipeline in one pool, so the idle time of deadlocked submissions overlaps with
-the work of the others. Chapters 03 and 07 are graded in runs of their own (``ddp_graded_class``,
-``zero_graded_class``); tests/chapters/ checks the fixtures not sent through nbgrader directly against
-the hidden checks.
+the work of the others. Chapters 03, 07 and 08 are graded in runs of their own (``ddp_graded_class``,
+``zero_graded_class``, ``nd_graded_class``); tests/chapters/ checks the fixtures not sent through
+nbgrader directly against the hidden checks.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class GradedClass:
 
 
 GRADING_RUN_TIMEOUT_S = 1800  # the shared run of every chapter's classes outgrows pytest's 600 s default
-RUNS = ("graded_class", "ddp_graded_class", "zero_graded_class")
+RUNS = ("graded_class", "ddp_graded_class", "zero_graded_class", "nd_graded_class")
 
 
 def pytest_collection_modifyitems(items):
@@ -73,6 +73,13 @@ def zero_graded_class(tmp_path_factory) -> GradedClass:
     """Chapter 07 in a run of its own: each submission re-runs a long lesson and ten hidden checks twice,
     which would push the shared run past its timeout on the 2-core machine."""
     return _chapter_run(tmp_path_factory, "zero_graded_class", jobs=2, cell_timeout=120, judge_timeout=400)
+
+
+@pytest.fixture(scope="session")
+def nd_graded_class(tmp_path_factory) -> GradedClass:
+    """Chapter 08 in a run of its own: its lesson trains on 4 and 8 ranks (the capstone, FSDP2 + TP), so its
+    cells need more than the shared run's 20 s on a busy machine."""
+    return _chapter_run(tmp_path_factory, "nd_graded_class", jobs=2, cell_timeout=120, judge_timeout=400)
 
 
 @pytest.fixture(scope="session")

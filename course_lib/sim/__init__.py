@@ -29,6 +29,8 @@ from .devices.examples_0d_1d import seed_0d, seed_1d
 from .devices.examples_2d_to_4d import seed_nd
 from .devices.simulated_gpu import SimulatedGPU, SimulatedNetwork, simulated_gpus
 from .job.config import StepConfig
+from .job.flops import hardware_flops, megatron_2021_flops, model_flops, utilization
+from .job.layout import LLAMA3_ORDER, MEGATRON_CORE_ORDER, PLACEMENTS
 from .job.model_specs import (
     COURSE_MLP,
     GPT3_175B,
@@ -67,5 +69,6 @@ __all__ = [
     "simulated_gpus", "SimulatedGPU", "SimulatedNetwork", "StepConfig", "StepReport", "STRATEGIES",
     "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
     "zero_memory_per_device", "zero_traffic_per_device", "ALGORITHM_OPS", "GroupLink", "format_layouts",
-    "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published", "Span",
+    "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published", "Span", "hardware_flops",
+    "megatron_2021_flops", "model_flops", "utilization", "LLAMA3_ORDER", "MEGATRON_CORE_ORDER", "PLACEMENTS",
 ]
