@@ -130,3 +130,25 @@ def _rank_uses_ddp_itself(rank, world_size, student):
     answer = student.resolve()
     DistributedDataParallel(nn.Linear(2, 2))   # the check's own reference, after the refusal is armed
     return answer(2)
+
+
+FSDP_REFUSAL = Refusal("your FSDP", modules=("torch.distributed.fsdp",), why="the exercise is FSDP itself")
+
+
+def test_a_method_decorated_like_one_of_a_refused_class_is_not_taken_for_it():
+    """@torch.no_grad() wraps every method it decorates in one shared wrapper code; FSDP1's FlatParamHandle
+    has such methods, and an answer's own decorated method must not be mistaken for them."""
+    source = ("class Answer:\n"
+              "    @torch.no_grad()\n"
+              "    def __call__(self, s, m):\n"
+              "        return s * m\n"
+              "answer = Answer()\n")
+    assert _answer(source, refusal=FSDP_REFUSAL) == 32
+
+
+def test_a_decorated_copy_of_refused_code_is_still_refused():
+    source = ("import torch.distributed.fsdp._flat_param as flat\n"
+              "get_shard = torch.no_grad()(flat.FlatParamHandle._get_shard)\n"
+              "def answer(s, m):\n"
+              "    return get_shard(torch.arange(float(s * m)), 0, 2)[0].numel()\n")
+    assert "torch.distributed.fsdp" in _refused(source, refusal=FSDP_REFUSAL)

@@ -1,8 +1,9 @@
 """Hidden checks of chapter 07, part 3 (instructor-only): the student's FSDP (ZeRO stage 3) on 2 and 4 ranks.
 
 Models are drawn from a seed taken at grading time (named in every failure message): block width and
-count vary, so unit sizes rarely divide by the world size. Each rank trains its rows for 3 SGD steps;
-the judge trains the unwrapped model on one process and compares.
+count vary, so unit sizes rarely divide by the world size; every model has a tied weight. Each rank trains
+its rows for 3 SGD steps; the judge trains the unwrapped model on one process and compares. The values,
+memory and traffic checks judge the same runs (one per world size), run once per answer.
 
   grade_id                          points  hidden check
   test_fsdp_values                     4    check_fsdp_values_hidden(FSDP)
@@ -25,6 +26,9 @@ gradients, values within 10% of how far training moved them.
 
 from __future__ import annotations
 
+import random
+
+from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch07_fsdp import (
     FSDPCase,
     memory_problems,
@@ -34,6 +38,7 @@ from course_lib.grading.checks.ch07_fsdp import (
     value_problems,
 )
 
+from ._seeds import fresh_seed
 from .ch07_zero import checked_runs
 
 WORLD_SIZES = (4, 2)
@@ -42,25 +47,58 @@ POINTS = {"test_fsdp_values": 4, "test_fsdp_memory": 2, "test_fsdp_traffic": 2,
           "test_fsdp_mixed_precision": 2}
 
 
-def _checked(FSDP, judge, what: str, dtype: str | None = None, tied: bool = False) -> None:  # noqa: N803
-    def case_for(rng, seed):
-        return FSDPCase(width=rng.randint(9, 23), units=rng.randint(5, 8), dtype=dtype, seed=seed % 10_000,
-                        tied=tied)
+# The values, memory and traffic checks judge the same runs (one per world size, on one model with a tied
+# weight, from one seed): each submission's FSDP trains 2 times for them instead of 6. Keyed by the code
+# graded (a kernel's class, or the judge's sources), so a changed answer trains afresh.
+_RUNS: dict = {}
 
-    checked_runs(FSDP, lambda *a: run_fsdp(*a, TIMEOUT_S), WORLD_SIZES, case_for, judge, what)
+
+def _identity(FSDP) -> tuple:  # noqa: N803
+    sources = getattr(FSDP, "sources", None)
+    if sources:
+        return ("sources", tuple(sources), getattr(FSDP, "prelude", ""))
+    return ("class", id(FSDP))
+
+
+def _shared_runs(FSDP):  # noqa: N803
+    """[(world size, case, run)] and the seed, run once for the three checks that judge them."""
+    key = _identity(FSDP)
+    if key not in _RUNS:
+        _RUNS.clear()
+        seed = fresh_seed()
+        rng, runs = random.Random(seed), []
+        for world_size in WORLD_SIZES:
+            case = FSDPCase(width=rng.randint(9, 23), units=rng.randint(5, 8), seed=seed % 10_000, tied=True)
+            runs.append((world_size, case, run_fsdp(FSDP, case, world_size, TIMEOUT_S)))
+            if runs[-1][2].error:
+                break
+        _RUNS[key] = (runs, seed, FSDP)   # holding FSDP keeps its id from being reused
+    runs, seed, _ = _RUNS[key]
+    return runs, seed
+
+
+def _judged(FSDP, judge, what: str) -> None:  # noqa: N803
+    runs, seed = _shared_runs(FSDP)
+    problems = [p for _, case, run in runs for p in judge(run, case)]
+    fail_with([f"{p}\n  (hidden test seed {seed})" for p in dict.fromkeys(problems)], what)
 
 
 def check_fsdp_values_hidden(FSDP) -> None:  # noqa: N803
-    _checked(FSDP, value_problems, "FSDP training differs from single-process training", tied=True)
+    _judged(FSDP, value_problems, "FSDP training differs from single-process training")
 
 
 def check_fsdp_memory_hidden(FSDP) -> None:  # noqa: N803
-    _checked(FSDP, memory_problems, "FSDP holds too much memory")
+    _judged(FSDP, memory_problems, "FSDP holds too much memory")
 
 
 def check_fsdp_traffic_hidden(FSDP) -> None:  # noqa: N803
-    _checked(FSDP, traffic_problems, "FSDP's traffic is not ZeRO-3's")
+    _judged(FSDP, traffic_problems, "FSDP's traffic is not ZeRO-3's")
 
 
 def check_fsdp_mixed_precision_hidden(FSDP) -> None:  # noqa: N803
-    _checked(FSDP, precision_problems, "FSDP's mixed precision is wrong", dtype="bfloat16")
+    def case_for(rng, seed):
+        return FSDPCase(width=rng.randint(9, 23), units=rng.randint(5, 8), dtype="bfloat16",
+                        seed=seed % 10_000, tied=True)
+
+    checked_runs(FSDP, lambda *a: run_fsdp(*a, TIMEOUT_S), WORLD_SIZES, case_for, precision_problems,
+                 "FSDP's mixed precision is wrong")
