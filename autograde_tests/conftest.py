@@ -2,8 +2,9 @@
 
 ``graded_class``: the hostile probe class and every chapter whose row says so, in one throw-away course
 graded by `make grade`'s pipeline in one pool, so the idle time of deadlocked submissions overlaps with
-the work of the others. Chapters 03, 07 and 10 are graded in runs of their own (``ddp_graded_class``,
-``zero_graded_class``, ``cp_graded_class``); tests/chapters/ checks the fixtures not sent through
+the work of the others. Chapters 03, 07, 08, 09, 10 and 11 are graded in runs of their own
+(``ddp_graded_class``, ``zero_graded_class``, ``nd_graded_class``, ``checkpoint_graded_class``,
+``cp_graded_class``, ``ep_graded_class``); tests/chapters/ checks the fixtures not sent through
 nbgrader directly against the hidden checks.
 """
 
@@ -32,15 +33,18 @@ class GradedClass:
 
 
 GRADING_RUN_TIMEOUT_S = 1800  # the shared run of every chapter's classes outgrows pytest's 600 s default
-RUNS = ("graded_class", "ddp_graded_class", "zero_graded_class", "ep_graded_class", "checkpoint_graded_class",
-        "cp_graded_class")
+RUNS = ("graded_class", "ddp_graded_class", "zero_graded_class", "nd_graded_class", "checkpoint_graded_class",
+        "cp_graded_class", "ep_graded_class")
 
 
 def pytest_collection_modifyitems(items):
     """Whichever test first asks for a grading run (the shared one, or a chapter's, up to 10 minutes on a
     busy machine) pays for it: give those tests its time."""
     for item in items:
-        if set(RUNS) & set(getattr(item, "fixturenames", ())):
+        # test_grading_chapters asks for its chapter's run by name (request.getfixturevalue), so its items
+        # do not list the run among their fixtures
+        named = set(RUNS) & set(getattr(item, "fixturenames", ()))
+        if named or item.path.name == "test_grading_chapters.py":
             item.add_marker(pytest.mark.timeout(GRADING_RUN_TIMEOUT_S))
 
 
@@ -74,6 +78,13 @@ def zero_graded_class(tmp_path_factory) -> GradedClass:
     """Chapter 07 in a run of its own: each submission re-runs a long lesson and ten hidden checks twice,
     which would push the shared run past its timeout on the 2-core machine."""
     return _chapter_run(tmp_path_factory, "zero_graded_class", jobs=2, cell_timeout=120, judge_timeout=400)
+
+
+@pytest.fixture(scope="session")
+def nd_graded_class(tmp_path_factory) -> GradedClass:
+    """Chapter 08 in a run of its own: its lesson trains on 4 and 8 ranks (the capstone, FSDP2 + TP), so its
+    cells need more than the shared run's 20 s on a busy machine."""
+    return _chapter_run(tmp_path_factory, "nd_graded_class", jobs=2, cell_timeout=120, judge_timeout=400)
 
 
 @pytest.fixture(scope="session")

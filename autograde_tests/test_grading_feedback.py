@@ -1,7 +1,8 @@
 """What a student reads in the graded notebook when a check fails: chapter 03's late all-reduce drawn against
 the backward, a deadlocked DDP stopped and named, and a DDP built on torch's own refused and named
-(graded in chapter 03's own run, conftest.ddp_graded_class; their points are held by
-test_grading_chapters.py)."""
+(graded in chapter 03's own run, conftest.ddp_graded_class); chapter 08's shortcuts refused by name and
+chapter 07's first three cells graded each on its own (their runs nd_graded_class and zero_graded_class).
+Their points are held by test_grading_chapters.py."""
 
 from __future__ import annotations
 
@@ -33,3 +34,28 @@ def test_a_ddp_built_on_torchs_own_is_told_what_was_refused(ddp_graded_class):
     text = notebook.read_text()
     assert sum(result.cells.values()) == 0
     assert "DistributedDataParallel" in text and "which this exercise refuses" in text
+ND = "08_nd_parallelism"
+
+
+def _autograded(graded, student: str, assignment: str) -> str:
+    return (graded.root / "grading" / "autograded" / student / assignment / f"{assignment}.ipynb").read_text()
+
+
+def test_a_mesh_read_off_torchs_device_mesh_is_refused_by_name(nd_graded_class):
+    """Chapter 08's shortcut through torch's DeviceMesh: the student reads which module was refused."""
+    text = _autograded(nd_graded_class, "mesh_device_mesh_mapping", ND)
+    assert "which this exercise refuses" in text and "torch.distributed.device_mesh" in text
+
+
+def test_a_capstone_reading_course_lib_is_refused_by_name(nd_graded_class):
+    text = _autograded(nd_graded_class, "mesh_capstone_reads_course_layout", ND)
+    assert "which this exercise refuses" in text and "course_lib" in text
+
+
+def test_chapter_07s_first_cells_are_graded_each_on_its_own(zero_graded_class):
+    """floor_shard loses only shard_parameters' points, padding_in_gathered only gather_parameters': each
+    check hands its function the inputs it built (their points are held by test_grading_chapters.py)."""
+    text = _autograded(zero_graded_class, "zero_floor_shard", "07_zero_fsdp")
+    assert "shard_parameters gave wrong shards" in text and "gather_parameters did not" not in text
+    text = _autograded(zero_graded_class, "zero_padding_in_gathered", "07_zero_fsdp")
+    assert "gather_parameters did not rebuild the tensors" in text

@@ -3,8 +3,9 @@
 A model of about 10 M parameters (10 blocks of Linear(1024, 1024) + tanh, one unit each) trains with SGD
 on 2 and 4 CPU ranks, wrapped by the reference FSDP (taken from the solution notebook's solution cell at
 run time) and by fully_shard, alternating steps so that both see the same load. Prints the median step
-time of the slowest rank and the peak parameter memory (bytes reachable from the wrapped model, measured
-at every layer's forward and backward) as ratios of fully_shard's: goals time <= 1.5x, memory <= 1.2x.
+time of the slowest rank and the peak memory one step holds (every tensor made during the step and still
+alive, autograd's saved tensors included: LiveTensorBytes, measured at every layer's forward and backward)
+as ratios of fully_shard's: goals time <= 1.5x, memory <= 1.2x.
 Then the reference ZeRO-1 ShardedOptimizer's optimizer state per rank against unsharded AdamW's.
 Usage: python benchmarks/bench_fsdp.py [--ranks 2 4] [--steps 5]
 """
@@ -30,8 +31,8 @@ from torch.distributed.fsdp import fully_shard  # noqa: E402
 from course_lib.dist import run_ranks  # noqa: E402
 from course_lib.grading.attempt.student_function import StudentFunction  # noqa: E402
 from course_lib.grading.autograder import fixtures  # noqa: E402
-from course_lib.grading.checks.ch07_fsdp import parameter_bytes  # noqa: E402
 from course_lib.grading.checks.ch07_optimizer import state_bytes  # noqa: E402
+from course_lib.grading.checks.ch07_probes import LiveTensorBytes, measure_at_every_layer  # noqa: E402
 
 SOLUTION = ROOT / "solutions" / "07_zero_fsdp" / "07_zero_fsdp.ipynb"
 WIDTH, BLOCKS, ROWS = 1024, 10, 16          # 10 x (1024 x 1024 + 1024) = 10.5 M parameters
@@ -59,20 +60,13 @@ def step(model, optimizer, rows, finish) -> float:
     return time.perf_counter() - start
 
 
-def peak_parameter_bytes(model, optimizer, rows, finish) -> int:
-    """One more step with every Linear's forward and backward measuring what the model holds."""
-    peaks = []
-
-    def on_forward(module, args, output):
-        peaks.append(parameter_bytes(model))
-        if args[0].requires_grad:
-            args[0].register_hook(lambda grad: peaks.append(parameter_bytes(model)) or grad)
-
-    handles = [m.register_forward_hook(on_forward) for m in model.modules() if isinstance(m, nn.Linear)]
-    step(model, optimizer, rows, finish)
-    for handle in handles:
-        handle.remove()
-    return max(peaks)
+def peak_live_bytes(model, optimizer, rows, finish) -> int:
+    """One more step with every Linear's forward and backward measuring the tensors the step holds."""
+    probe = LiveTensorBytes()
+    measure_at_every_layer([m for m in model.modules() if isinstance(m, nn.Linear)], probe)
+    with probe:
+        step(model, optimizer, rows, finish)
+    return max(probe.peaks().values())
 
 
 def race(rank, world_size, reference, steps):
@@ -88,7 +82,7 @@ def race(rank, world_size, reference, steps):
     for _ in range(steps + 1):
         for name, (model, finish) in contestants.items():
             times[name].append(step(model, optimizers[name], rows, finish))
-    peaks = {name: peak_parameter_bytes(model, optimizers[name], rows, finish)
+    peaks = {name: peak_live_bytes(model, optimizers[name], rows, finish)
              for name, (model, finish) in contestants.items()}
     return {name: seconds[1:] for name, seconds in times.items()}, peaks
 
@@ -126,7 +120,7 @@ def main() -> None:
               f"{slowest['reference FSDP'] / slowest['fully_shard']:.2f}x "
               f"({slowest['reference FSDP'] * 1e3:.0f} vs {slowest['fully_shard'] * 1e3:.0f} ms, "
               "goal <= 1.5x), "
-              f"peak parameter memory {peak['reference FSDP'] / peak['fully_shard']:.2f}x "
+              f"peak step memory {peak['reference FSDP'] / peak['fully_shard']:.2f}x "
               f"({peak['reference FSDP'] / 2**20:.1f} vs {peak['fully_shard'] / 2**20:.1f} MiB, "
               "goal <= 1.2x)")
         states = run_ranks(zero_one_state, world_size, optimizer, timeout=600)

@@ -160,3 +160,23 @@ def test_a_refused_module_that_defines_an_enum_does_not_refuse_every_enum():
     refused = ("from torch.distributed.checkpoint._experimental.utils import wrap_future\n"
                "def answer(s, m):\n    return wrap_future(None).done()\n")
     assert "torch.distributed.checkpoint._experimental" in _refused(refused, refusal=refusal)
+FSDP_REFUSAL = Refusal("your FSDP", modules=("torch.distributed.fsdp",), why="the exercise is FSDP itself")
+
+
+def test_a_method_decorated_like_one_of_a_refused_class_is_not_taken_for_it():
+    """@torch.no_grad() wraps every method it decorates in one shared wrapper code; FSDP1's FlatParamHandle
+    has such methods, and an answer's own decorated method must not be mistaken for them."""
+    source = ("class Answer:\n"
+              "    @torch.no_grad()\n"
+              "    def __call__(self, s, m):\n"
+              "        return s * m\n"
+              "answer = Answer()\n")
+    assert _answer(source, refusal=FSDP_REFUSAL) == 32
+
+
+def test_a_decorated_copy_of_refused_code_is_still_refused():
+    source = ("import torch.distributed.fsdp._flat_param as flat\n"
+              "get_shard = torch.no_grad()(flat.FlatParamHandle._get_shard)\n"
+              "def answer(s, m):\n"
+              "    return get_shard(torch.arange(float(s * m)), 0, 2)[0].numel()\n")
+    assert "torch.distributed.fsdp" in _refused(source, refusal=FSDP_REFUSAL)

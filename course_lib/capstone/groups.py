@@ -47,6 +47,16 @@ class GroupDist:
         work = dist.broadcast(tensor, src=self.ranks[src], group=self.group, async_op=async_op)
         return self._record("broadcast", tensor, start, work if async_op else None)
 
+    def all_gather_single(self, output, tensor, group=None, async_op=False):
+        start = time.perf_counter()
+        work = dist.all_gather_single(output, tensor, group=self.group, async_op=async_op)
+        return self._record("all_gather", output, start, work if async_op else None)
+
+    def reduce_scatter_single(self, output, tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
+        start = time.perf_counter()
+        work = dist.reduce_scatter_single(output, tensor, op=op, group=self.group, async_op=async_op)
+        return self._record("reduce_scatter", tensor, start, work if async_op else None)
+
     def barrier(self, group=None, async_op=False):
         return dist.barrier(group=self.group, async_op=async_op)
 

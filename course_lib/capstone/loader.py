@@ -23,6 +23,7 @@ PIECES = {
                         ("ColumnParallelLinear", "RowParallelLinear")),
     "pipeline": ("05_pipeline_parallel", ("one_f_one_b", "run_stage"), ("one_f_one_b", "run_stage")),
     "data_parallel": ("03_data_parallel", ("ddp",), ("DDP",)),
+    "fsdp": ("07_zero_fsdp", ("FSDP",), ("FSDP",)),
 }
 
 
@@ -75,6 +76,12 @@ class _OneRank:
     def broadcast(self, tensor, *args, async_op=False, **kwargs):
         return _Done() if async_op else None
 
+    def all_gather_single(self, output, tensor, *args, async_op=False, **kwargs):
+        output.copy_(tensor.reshape(output.shape))
+        return _Done() if async_op else None
+
+    reduce_scatter_single = all_gather_single
+
 
 class _Done:
     def wait(self, *args, **kwargs):
@@ -97,6 +104,15 @@ def _self_test(name: str, space: dict) -> None:
         targets = torch.zeros(3, 4)
         loss = space["run_stage"](model, [("F", 0), ("B", 0)], (3, 8), [x], [targets], loss_fn)
         torch.testing.assert_close(torch.tensor(loss), loss_fn(model(x), targets).detach())
+    elif name == "fsdp":
+        model = nn.Sequential(nn.Linear(8, 4))
+        want = model(x)
+        wrapped = space["FSDP"](model)
+        torch.testing.assert_close(wrapped(x), want)
+        wrapped(x).sum().backward()
+        wrapped.finish_gradient_synchronization()
+        if not any(p.grad is not None for p in wrapped.parameters()):
+            raise ValueError("FSDP left no gradient on its shards after finish_gradient_synchronization()")
     else:
         model = nn.Linear(8, 4)
         wrapped = space["DDP"](model)
@@ -107,7 +123,7 @@ def _self_test(name: str, space: dict) -> None:
 
 
 def load_pieces(notebooks_dir) -> dict:
-    """{piece: LoadedPiece} from ``notebooks_dir`` (the folder holding 03_*/, 05_*/, 06_*/)."""
+    """{piece: LoadedPiece} from ``notebooks_dir`` (the folder holding 03_*/, 05_*/, 06_*/, 07_*/)."""
     root = pathlib.Path(notebooks_dir)
     pieces = {}
     for name, (chapter, grade_ids, needed) in PIECES.items():

@@ -1,10 +1,14 @@
-"""The capstone run: a small transformer trained on 8 CPU ranks as DP 2 x TP 2 x PP 2 from the course's pieces
+"""The capstone run: a small transformer trained on 8 CPU ranks (DP 2 x TP 2 x PP 2, or another mesh)
+from the course's pieces.
 
 The student's chapter-08 functions say which group each piece gets, build a stage and run a step; this file
-only wires them up, runs the ranks and trains the same model in one process to compare the losses with.
+only wires them up (each rank's data follows torch's own mesh), runs the ranks and trains the same model in
+one process to compare the losses with.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.distributed as dist
@@ -102,10 +106,10 @@ def _like(param, local):
     return local
 
 
-def make_groups(capstone_groups) -> tuple:
+def make_groups(capstone_groups, mesh_shape=MESH_SHAPE, mesh_names=MESH_NAMES) -> tuple:
     """Every rank's groups from the student's ``capstone_groups``; new_group is called in one order on all."""
     world = dist.get_world_size()
-    answers = [capstone_groups(r, MESH_SHAPE, MESH_NAMES) for r in range(world)]
+    answers = [capstone_groups(r, mesh_shape, mesh_names) for r in range(world)]
     mine = answers[dist.get_rank()]
     made = {}
     for piece in PIECE_OF_DIMENSION:
@@ -121,9 +125,9 @@ def make_groups(capstone_groups) -> tuple:
                   PIECE_OF_DIMENSION}
 
 
-def make_pieces(loaded: dict, capstone_groups, log: list):
+def make_pieces(loaded: dict, capstone_groups, log: list, mesh=(MESH_SHAPE, MESH_NAMES)):
     """This rank's Pieces: each loaded answer bound to its group, or PyTorch's stand-in for it."""
-    mine, groups = make_groups(capstone_groups)
+    mine, groups = make_groups(capstone_groups, *mesh)
     spaces, origins = {}, {}
     for piece, (ranks, group) in groups.items():
         answer = loaded.get(piece) if loaded else None
@@ -137,21 +141,29 @@ def make_pieces(loaded: dict, capstone_groups, log: list):
     return mine, Pieces(pipeline_ranks.index(dist.get_rank()), len(pipeline_ranks), spaces, origins)
 
 
+def true_replica(mesh_shape, mesh_names) -> tuple[int, int]:
+    """(this rank's data-parallel index, the number of replicas), from torch's own DeviceMesh: the batch a
+    rank trains on never depends on the groups the student's code chose."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh("cpu", tuple(mesh_shape), mesh_dim_names=tuple(mesh_names))
+    return mesh.get_local_rank("dp"), mesh.size(list(mesh_names).index("dp"))
+
+
 def capstone_rank(rank, world_size, loaded, capstone_groups, build_stage, capstone_step, steps, microbatches,
-                  seed=0):
+                  seed=0, mesh=(MESH_SHAPE, MESH_NAMES)):
     """One rank of the capstone: returns its losses (last stage only), origins, groups and traffic log."""
     torch.manual_seed(seed)
+    replica, replicas = true_replica(*mesh)
     # Under the grader the functions arrive as sources and are defined here, inside the sandboxed rank.
     capstone_groups, build_stage, capstone_step = (getattr(f, "resolve", lambda f=f: f)() for f in
                                                    (capstone_groups, build_stage, capstone_step))
     log: list = []
-    mine, pieces = make_pieces(loaded, capstone_groups, log)
+    mine, pieces = make_pieces(loaded, capstone_groups, log, mesh)
     per_stage = LAYERS // pieces.stages
     blocks = make_blocks()[pieces.stage * per_stage:(pieces.stage + 1) * per_stage]
     stage_module = build_stage(blocks, pieces)
     optimizer = torch.optim.SGD(stage_module.parameters(), lr=LEARNING_RATE)
-    replicas = len(mine["data_parallel"])
-    replica = list(mine["data_parallel"]).index(rank)
     share = BATCH // replicas
     losses = []
     for inputs, targets in make_sequence_batches(steps, BATCH, seed=seed):
@@ -162,15 +174,19 @@ def capstone_rank(rank, world_size, loaded, capstone_groups, build_stage, capsto
 
 
 def run_capstone(loaded, capstone_groups, build_stage, capstone_step, steps: int = 5, microbatches: int = 2,
-                 seed: int = 0, timeout: float = 120, plain_results: bool = False) -> dict:
-    """Train on 8 forked ranks: {"losses": per step, the replicas' mean; "ranks": each rank's result}."""
+                 seed: int = 0, timeout: float = 120, plain_results: bool = False, mesh_shape=MESH_SHAPE,
+                 mesh_names=MESH_NAMES) -> dict:
+    """Train on one forked rank per device of the mesh: {"losses": per step, the replicas' mean; "ranks":
+    each rank's result}."""
     from course_lib.dist import run_ranks
 
+    mesh = (tuple(mesh_shape), tuple(mesh_names))
+    if sorted(mesh[1]) != sorted(PIECE_OF_DIMENSION.values()) or len(mesh[0]) != 3:
+        raise ValueError(f"the capstone's mesh names its three dimensions pp, dp and tp, got {mesh}")
     if callable(capstone_groups):   # in a notebook: a wrong or unanswered function fails here, at once
-        capstone_groups(0, MESH_SHAPE, MESH_NAMES)
-    world = MESH_SHAPE[0] * MESH_SHAPE[1] * MESH_SHAPE[2]
-    ranks = run_ranks(capstone_rank, world, loaded, capstone_groups, build_stage, capstone_step, steps,
-                      microbatches, seed, timeout=timeout, plain_results=plain_results)
+        capstone_groups(0, *mesh)
+    ranks = run_ranks(capstone_rank, math.prod(mesh[0]), loaded, capstone_groups, build_stage, capstone_step,
+                      steps, microbatches, seed, mesh, timeout=timeout, plain_results=plain_results)
     last = [r["losses"] for r in ranks if r["stage"] == max(x["stage"] for x in ranks)]
     if any(loss is None for losses in last for loss in losses):
         raise ValueError("capstone_step returned None on a rank of the last pipeline stage: it must return "

@@ -45,6 +45,8 @@ from .devices.examples_0d_1d import seed_0d, seed_1d
 from .devices.examples_2d_to_4d import seed_nd
 from .devices.simulated_gpu import SimulatedGPU, SimulatedNetwork, simulated_gpus
 from .job.config import StepConfig
+from .job.flops import hardware_flops, megatron_2021_flops, model_flops, utilization
+from .job.layout import LLAMA3_ORDER, MEGATRON_CORE_ORDER, PLACEMENTS
 from .job.model_specs import (
     COURSE_MLP,
     GPT3_175B,
@@ -101,5 +103,6 @@ __all__ = [
     "all_reduce_terms", "buckets_after_backward", "bucketed_overhead", "latency_seconds", "latency_share",
     "optimal_bucket_bytes", "join_timelines",
     "causal_step_work", "causal_work", "context_parallel_cost", "ContextParallelCost", "CP_METHODS",
-    "ring_attention_timeline",
+    "ring_attention_timeline", "hardware_flops",
+    "megatron_2021_flops", "model_flops", "utilization", "LLAMA3_ORDER", "MEGATRON_CORE_ORDER", "PLACEMENTS",
 ]

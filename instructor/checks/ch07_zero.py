@@ -3,8 +3,9 @@
 Each check runs one of the student's functions on its own: the shards handed to gather_parameters and
 the expected shards of every check are built here, in the judging process, from tensors drawn from a
 seed taken at grading time (named in every failure message). Counts not divisible by the world size,
-fewer elements than ranks, float32/float64/bfloat16/int64, mixed dtypes (must raise TypeError); the
-recorded traffic must be exactly one all-gather / one reduce-scatter of the whole padded buffer.
+fewer elements than ranks; float32, float64, bfloat16 and int64 for sharding and gathering, float32 and
+float64 for the reduce-scatter; mixed dtypes (must raise TypeError). The recorded traffic must be exactly
+one all-gather / one reduce-scatter of the whole padded buffer.
 
   grade_id                          points  hidden check
   test_shard_parameters                2    check_shard_parameters_hidden(shard_parameters)
@@ -23,20 +24,24 @@ import random
 import torch
 import torch.distributed as dist
 
-from course_lib.grading.attempt.rank_attempt import attempt, fail_with
-from course_lib.grading.attempt.student_function import as_student_function
+from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch07_zero import (
+    REFUSAL,
+    close,
+    gathered_problems,
+    shard_problems,
+    summarize,
+    traffic_problems,
+)
+from course_lib.grading.checks.ch07_zero_ranks import (
     GATHERS,
     REDUCE_SCATTERS,
     FlatCase,
     case_tensors,
-    close,
     gather_side,
     reduce_scatter_side,
-    shard_problems,
+    run_part,
     shard_side,
-    summarize,
-    traffic_problems,
 )
 
 from ._seeds import fresh_seed
@@ -69,12 +74,13 @@ def reference_shard(tensors, rank: int | None = None, world_size: int | None = N
     return padded[rank * size:(rank + 1) * size]
 
 
-def _runs(side, student, cases_for, seed, *extra, name):
+def _runs(side, candidate, cases_for, seed, *extra, name):
     """One run per world size, all cases at once; stops at the first that fails to run."""
     rng = random.Random(seed)
     for world_size in WORLD_SIZES:
         cases = cases_for(world_size, rng)
-        run = attempt(side, world_size, student, cases, seed, *extra, name=name, timeout=TIMEOUT_S)
+        run = run_part(side, world_size, name, candidate, cases, seed, *extra, timeout=TIMEOUT_S,
+                       refusal=REFUSAL)
         yield world_size, cases, run
         if run.error:
             return
@@ -99,12 +105,12 @@ def checked_runs(student, run, world_sizes, case_for, judge, what: str) -> None:
 
 def check_shard_parameters_hidden(shard_parameters) -> None:
     seed, problems = fresh_seed(), []
-    student = as_student_function(shard_parameters, "shard_parameters")
 
     def cases_for(world_size, rng):
         return [*hidden_cases(world_size, rng), FlatCase(((3,), (2, 2)), ("float32", "bfloat16"))]
 
-    for world_size, cases, run in _runs(shard_side, student, cases_for, seed, name="shard_parameters"):
+    for world_size, cases, run in _runs(shard_side, shard_parameters, cases_for, seed,
+                                        name="shard_parameters"):
         if run.error:
             problems.append(run.error)
             break
@@ -123,37 +129,29 @@ def check_shard_parameters_hidden(shard_parameters) -> None:
 
 def check_gather_parameters_hidden(gather_parameters) -> None:
     seed, problems = fresh_seed(), []
-    student = as_student_function(gather_parameters, "gather_parameters")
-    for world_size, cases, run in _runs(gather_side, student, hidden_cases, seed, reference_shard,
+    for world_size, cases, run in _runs(gather_side, gather_parameters, hidden_cases, seed, reference_shard,
                                         name="gather_parameters"):
         if run.error:
             problems.append(run.error)
             break
         for rank, outcomes in enumerate(run.per_rank):
             for index, (case, outcome) in enumerate(zip(cases, outcomes, strict=True)):
-                expected = case_tensors(case, seed, index)
-                got = outcome["gathered"]
                 where = f"rank {rank}, {case.describe(world_size)}"
                 if outcome["raised"]:
                     problems.append(f"{where}: raised {outcome['raised']}")
-                elif not isinstance(got, list) or len(got) != len(expected):
-                    problems.append(f"{where}: expected a list of {len(expected)} tensors (the padding is "
-                                    f"not a parameter), got {summarize(got)}")
-                elif not all(close(a, b) for a, b in zip(got, expected, strict=True)):
-                    problems.append(f"{where}: the gathered tensors differ from the originals (shapes "
-                                    f"{[tuple(t.shape) for t in expected]}, got {summarize(got)})")
+                else:
+                    problems += gathered_problems(where, outcome["gathered"], case_tensors(case, seed, index))
                 problems += traffic_problems(case, world_size, outcome["events"], GATHERS, "all-gather")
     fail_with(_with_seed(problems, seed), "gather_parameters did not rebuild the parameters")
 
 
 def check_reduce_scatter_gradients_hidden(reduce_scatter_gradients) -> None:
     seed, problems = fresh_seed(), []
-    student = as_student_function(reduce_scatter_gradients, "reduce_scatter_gradients")
 
     def cases_for(world_size, rng):
         return hidden_cases(world_size, rng, dtypes=("float32", "float64"))
 
-    for world_size, cases, run in _runs(reduce_scatter_side, student, cases_for, seed, None,
+    for world_size, cases, run in _runs(reduce_scatter_side, reduce_scatter_gradients, cases_for, seed,
                                         name="reduce_scatter_gradients"):
         if run.error:
             problems.append(run.error)

@@ -7,59 +7,61 @@ Test cells of solutions/08_nd_parallelism/08_nd_parallelism.ipynb, their points,
   test_build_stage         2    check_build_stage_hidden(build_stage)
   test_capstone_loss       4    check_capstone_loss_hidden(capstone_groups, build_stage, capstone_step)
 
-Student code runs only inside forked, sandboxed children (map_isolated, run_ranks). The expected points of
-known-wrong submissions: autograde_tests/fixtures/capstone/expected_scores.json.
+The expected groups are enumerated here (ch08_mesh.enumerate_layout), never in course_lib. The loss runs on
+an asymmetric mesh (4 data-parallel replicas, 2 stages, no tensor parallelism) whose data follows torch's
+own mesh, so tensor- and data-parallel groups swapped fail. Student code runs only in children, under the
+capstone's Refusal. The expected points of known-wrong submissions:
+autograde_tests/fixtures/capstone/expected_scores.json.
 """
 
 from __future__ import annotations
 
 import math
 
-from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
-from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch08_capstone import (
+    PIECE_OF_DIMENSION,
     REFUSAL,
     check_build_stage,
     check_capstone_loss,
-    group_problems,
 )
+from course_lib.grading.checks.ch08_mesh import judge_calls, student_answers
 
 from ._seeds import fresh_seed
+from .ch08_mesh import enumerate_layout
 
 HIDDEN_MESHES = [((2, 2, 2), ("dp", "tp", "pp")), ((2, 2, 2), ("pp", "tp", "dp")),
                  ((4, 1, 2), ("dp", "pp", "tp")), ((1, 1, 1), ("pp", "dp", "tp")),
                  ((3, 2, 2), ("tp", "dp", "pp"))]
+LOSS_MESH = ((2, 4, 1), ("pp", "dp", "tp"))
 
 
 def check_capstone_groups_hidden(capstone_groups) -> None:
-    student = as_student_function(capstone_groups, "capstone_groups", refusal=REFUSAL)
-    calls = [(shape, names, rank) for shape, names in HIDDEN_MESHES for rank in range(math.prod(shape))]
-    try:
-        answers = map_isolated(student, [(rank, shape, names) for shape, names, rank in calls],
-                               name="capstone_groups", timeout=60)
-    except IsolatedCallError as error:
-        raise AssertionError(f"capstone_groups failed on the hidden meshes: {error}") from None
-    problems = []
-    for (shape, names, rank), got in zip(calls, answers, strict=True):
-        problems += group_problems(shape, names, rank, got)
-    fail_with(problems, "capstone_groups gives a piece the wrong group on a hidden mesh")
+    calls, expected = [], []
+    for shape, names in HIDDEN_MESHES:
+        layout = enumerate_layout(shape, names)
+        for rank in range(math.prod(shape)):
+            calls.append((rank, shape, names))
+            expected.append({PIECE_OF_DIMENSION[n]: layout[rank]["groups"][n] for n in names})
+    outcomes = student_answers({"capstone_groups": capstone_groups},
+                               [("capstone_groups", args) for args in calls], "capstone_groups", REFUSAL)
+    judge_calls("capstone_groups", calls, outcomes, expected,
+                "capstone_groups gives a piece the wrong group on a hidden mesh")
 
 
 def check_build_stage_hidden(build_stage) -> None:
-    check_build_stage(as_student_function(build_stage, "build_stage", refusal=REFUSAL), layers=3, seed=11)
+    check_build_stage(build_stage, layers=3, seed=11)
 
 
 def check_capstone_loss_hidden(capstone_groups, build_stage, capstone_step) -> None:
-    """3 steps, 4 micro-batches of one sequence per replica, data drawn from a seed chosen now (the 5-step
-    run is tests/chapters/test_ch08_capstone.py; 3 keep the test cell inside the grader's cell timeout)."""
-    if callable(capstone_step):
+    """3 steps on the asymmetric mesh, 2 micro-batches per replica, data drawn from a seed chosen now."""
+    if callable(capstone_groups):
         # In the student's kernel (plain functions) the visible check above has just run 8 ranks; a second
-        # run would push the test cell past the grader's 20 s cell limit on a loaded machine. The isolated
+        # run would push the test cell past the grader's cell limit on a loaded machine. The isolated
         # judge, whose verdict caps this cell's score, receives sources instead and runs the check below.
         return
     seed = fresh_seed(2)
     try:
-        check_capstone_loss(capstone_groups, build_stage, capstone_step, steps=3, microbatches=4, seed=seed)
+        check_capstone_loss(capstone_groups, build_stage, capstone_step, steps=3, microbatches=2, seed=seed,
+                            mesh=LOSS_MESH)
     except AssertionError as error:
         raise AssertionError(f"(data seed {seed}) {error}") from None

@@ -51,9 +51,24 @@ def test_zero_shrinks_memory_in_order():
     assert totals[0] > totals[1] > totals[2] > totals[3]
 
 
-def test_capacity_is_checked():
+def test_capacity_is_checked_against_the_memory_less_its_reserve():
     (stage,) = memory_per_device(LLAMA3_8B, preset="h100")
-    assert not stage.fits and stage.capacity == 80e9
+    assert not stage.fits and stage.capacity == 80e9 - 4e9
+
+
+def test_a_layout_that_needs_all_but_a_sliver_of_the_gpu_is_not_called_fitting():
+    """The reserve (CUDA context, NCCL buffers, fragmentation): 79.8 of 80 GB does not fit, 75.9 does."""
+    from dataclasses import replace
+
+    from course_lib.sim import H100
+    from course_lib.sim.memory.formulas import MemoryBreakdown
+
+    usable = H100.usable_memory
+    assert usable == H100.memory_bytes - H100.memory_reserve == 76e9
+    assert not MemoryBreakdown(79.8e9, 0, 0, 0, capacity=usable).fits
+    assert MemoryBreakdown(75.9e9, 0, 0, 0, capacity=usable).fits
+    with pytest.raises(ValueError, match="memory_reserve"):
+        replace(H100, memory_reserve=80e9)
 
 
 @pytest.mark.parametrize("call,match", [

@@ -13,20 +13,20 @@ LLAMA_RUNS = [PUBLISHED.LLAMA3_8K, PUBLISHED.LLAMA3_16K, PUBLISHED.LLAMA3_128K]
 
 
 @pytest.mark.parametrize("run", LLAMA_RUNS, ids=lambda r: r.name)
-def test_llama3_405b_runs_fit_and_come_within_4_points_of_their_published_mfu(run):
+def test_llama3_405b_runs_fit_and_come_within_4_points_of_their_model_flops_mfu(run):
     report = sim.simulate_published(run)   # raises OutOfMemoryError if the published layout did not fit
-    assert report.peak_memory <= 80e9
-    assert abs(report.mfu - run.published_mfu) < 0.04, (report.mfu, run.published_mfu)
+    assert report.peak_memory <= 80e9 - 4e9   # the H100's memory less the reserve the plans keep free
+    assert abs(report.mfu - run.model_flops_mfu) < 0.04, (report.mfu, run.model_flops_mfu)
 
 
-def test_megatron_1t_fits_and_comes_within_4_points_of_its_published_mfu_still_optimistic():
+def test_megatron_1t_fits_and_comes_within_4_points_of_its_model_flops_mfu_still_optimistic():
     # Known limitation (chapter 08 says so): the simulator stays optimistic, by about 3.5 points since it
     # streams the non-matmul work through HBM and blocks on 2021's pipeline sends (5.5 before).
     run = sim.search.published.MEGATRON_1T_RUN
     report = sim.simulate_published(run)
     assert report.peak_memory <= 80e9
-    assert 0.02 < report.mfu - run.published_mfu < 0.04, (report.mfu, run.published_mfu)
-    assert run.published_mfu == pytest.approx(0.392, abs=0.001)   # 52% of peak, recompute FLOPs removed
+    assert 0.02 < report.mfu - run.model_flops_mfu < 0.04, (report.mfu, run.model_flops_mfu)
+    assert run.model_flops_mfu == pytest.approx(0.392, abs=0.001)   # 52% of peak, recompute FLOPs removed
 
 
 def test_megatron_1t_interleaved_as_its_notes_say_is_2_points_faster_in_the_simulator():
@@ -102,3 +102,30 @@ def test_an_explicit_split_moves_the_memory_off_the_first_stage():
 def test_bad_stage_layers_are_refused(split, message):
     with pytest.raises(ValueError, match=message):
         make_config(sim.LLAMA3_405B, 16, pp=16, stage_layers=split)
+
+
+@pytest.mark.parametrize("run", sim.PUBLISHED_RUNS, ids=lambda r: r.name)
+def test_each_run_keeps_the_papers_own_figures_and_its_rate_is_its_printed_mfu_within_a_point(run):
+    """Table 4 rounds its TFLOP/s: 400 of 989 is 40.4%, printed as 41%."""
+    peak = sim.get_preset(run.preset).peak_flops
+    assert abs(run.paper_tflops / peak - run.paper_mfu) < 0.01
+    assert run.model_flops_mfu == pytest.approx(run.paper_tflops * run.to_model_flops / peak)
+    assert run.conversion
+
+
+def test_the_papers_figures_are_43_41_38_and_52_percent_and_convert_to_the_simulators_count():
+    printed = [round(100 * run.paper_mfu) for run in sim.PUBLISHED_RUNS]
+    converted = [round(100 * run.model_flops_mfu, 1) for run in sim.PUBLISHED_RUNS]
+    assert printed == [43, 41, 38, 52]
+    assert converted == [45.2, 42.1, 53.8, 39.2]
+
+
+def test_the_128k_run_under_both_readings_of_metas_count():
+    """Counted causal at half (our assumption) the simulator is within 2.5 points; counted whole, as
+    PaLM and torchtitan count, the published 38% would be far below the simulator's figure."""
+    run = sim.search.published.LLAMA3_128K
+    simulated = sim.simulate_published(run).mfu
+    causal_half = run.model_flops_mfu
+    whole = run.paper_tflops / sim.get_preset(run.preset).peak_flops
+    assert abs(simulated - causal_half) < 0.025
+    assert simulated - whole > 0.15

@@ -129,7 +129,7 @@ def test_4d_llama_405b_on_1024_gpus():
 def test_out_of_memory_is_reported_with_the_excess():
     with pytest.raises(OutOfMemoryError, match="too much") as info:
         simulate_training_step(LLAMA3_8B, make_cluster(1, 1))
-    assert info.value.needed > info.value.available == 80e9
+    assert info.value.needed > info.value.available == 80e9 - 4e9   # the memory less its reserve
     report = simulate_training_step(LLAMA3_8B, make_cluster(1, 1), check_memory=False)
     assert not report.memory_per_device[0].fits
 

@@ -189,6 +189,9 @@ def refused_object(value) -> str | None:
         value = value.__func__
     if isinstance(value, types.FunctionType):
         label = _label(state, value.__code__)
+        wrapped = getattr(value, "__wrapped__", None)   # a decorated function: what it wraps counts
+        if label is None and wrapped is not None and wrapped is not value:
+            return refused_object(wrapped)
         return state.refusal.message(*label) if label else None
     if not isinstance(value, type):
         return refused_object(type(value)) if callable(value) else None

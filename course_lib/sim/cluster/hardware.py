@@ -37,6 +37,9 @@ class HardwarePreset:
     # FP8 matrix multiplies (Hopper): the sustained and the data-sheet rate; None where there is no FP8.
     fp8_flops: float | None = None
     fp8_peak_flops: float | None = None
+    # Bytes of each device's memory that the model never gets: the CUDA context and library workspaces,
+    # NCCL's communication buffers, the allocator's fragmentation (presets.py says how much, and why).
+    memory_reserve: float = 0.0
 
     def __post_init__(self):
         amount(f"preset {self.name!r}: flops", self.flops, positive=True, unit="FLOP/s")
@@ -56,9 +59,18 @@ class HardwarePreset:
         for name in ("fp8_flops", "fp8_peak_flops"):
             if getattr(self, name) is not None:
                 amount(f"preset {self.name!r}: {name}", getattr(self, name), positive=True, unit="FLOP/s")
+        amount(f"preset {self.name!r}: memory_reserve", self.memory_reserve, unit="bytes")
+        if self.memory_reserve >= self.memory_bytes:
+            raise ValueError(f"preset {self.name!r}: memory_reserve ({self.memory_reserve:g}) leaves nothing "
+                             f"of memory_bytes ({self.memory_bytes:g}) for the model")
         if self.peak_flops is not None and self.peak_flops < self.flops:
             raise ValueError(f"preset {self.name!r}: peak_flops ({self.peak_flops:g}) is below the "
                              f"sustained flops ({self.flops:g}); peak must be >= sustained")
+
+    @property
+    def usable_memory(self) -> float:
+        """Bytes a training job can plan with: the device's memory less its reserve."""
+        return self.memory_bytes - self.memory_reserve
 
     @property
     def mfu_flops(self) -> float:

@@ -27,6 +27,16 @@ NETWORK_HOP_LATENCY = 14e-6
 #   two DGX H100 (8 NICs each) reach about 8 x 46-48 = 368-384 GB/s all-reduce busbw with the ring.
 NCCL_MEASURED_BUSBW = {"h100_nvlink_ring": 370e9, "ndr_per_nic": (46e9, 48e9)}
 
+# What a GPU's memory holds besides the training state (the memory plans keep it free: a layout that needs
+# 79.8 of 80 GB does not fit). It is a stated assumption of 4 GB (5% of 80 GB), made of: the CUDA context
+# and library workspaces (a process shows ~0.8 GB in nvidia-smi before its first tensor,
+# pytorch/pytorch#34323; torch.cuda.memory_allocated's documentation names "some context" it does not
+# count); NCCL's buffers, NCCL_BUFFSIZE (4 MiB by default, NCCL's environment-variable documentation) per
+# channel and peer of every communicator, which a job with TP, PP and DP groups multiplies; and the
+# caching allocator's fragmentation (the ZeRO paper, section 3.2, saw out-of-memory errors with over 30%
+# of memory free in extreme cases).
+GPU_MEMORY_RESERVE = 4e9
+
 # Each preset spells out every field (the same shape twice, on purpose) so each number sits beside its
 # data-sheet source rather than being derived from another GPU's.
 H100 = HardwarePreset(
@@ -40,6 +50,7 @@ H100 = HardwarePreset(
     inter_node=Link(latency=NETWORK_HOP_LATENCY, bandwidth=50e9),
     nics_per_node=8,
     memory_bandwidth=3.35e12,   # HBM3, H100 SXM data sheet: 3.35 TB/s
+    memory_reserve=GPU_MEMORY_RESERVE,
     source="NVIDIA DGX H100 data sheet: 8x H100 SXM 80 GB, 989 TFLOP/s dense BF16, NVLink 4 "
            "900 GB/s per GPU, 8x ConnectX-7 400 Gb/s (one per GPU) for compute traffic; per-hop "
            "latencies from NCCL's tuning model (src/graph/tuning.cc: 3.4 us NVLink, 14 us network)",
@@ -56,6 +67,7 @@ A100 = HardwarePreset(
     inter_node=Link(latency=NETWORK_HOP_LATENCY, bandwidth=25e9),
     nics_per_node=8,
     memory_bandwidth=2.039e12,  # HBM2e, A100 80 GB SXM data sheet: 2,039 GB/s
+    memory_reserve=GPU_MEMORY_RESERVE,
     source="NVIDIA DGX A100 data sheet: 8x A100 SXM 80 GB, 312 TFLOP/s dense BF16, NVLink 3 "
            "600 GB/s per GPU, 8x ConnectX-6 200 Gb/s (one per GPU) for compute traffic; per-hop "
            "latencies from NCCL's tuning model (src/graph/tuning.cc: 3.4 us NVLink, 14 us network)",

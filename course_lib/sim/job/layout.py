@@ -12,7 +12,14 @@ from ..checks import whole
 from ..network.group_links import group_link, members_per_node
 
 DIMENSIONS = ("tp", "cp", "dp", "pp")
-DEFAULT_PLACEMENT = ("tp", "cp", "dp", "pp")  # Megatron-LM's order: TP on NVLink, PP across nodes
+# Megatron-Core's default, innermost first: initialize_model_parallel(order="tp-cp-ep-dp-pp") in
+# megatron/core/parallel_state.py (EP, expert parallelism, left out here): TP on NVLink, PP outermost.
+MEGATRON_CORE_ORDER = ("tp", "cp", "dp", "pp")
+# Llama 3's: [TP, CP, PP, DP] (Dubey et al. 2024, section 3.3.2): data parallel (FSDP) outermost, because
+# it tolerates the most latency by prefetching weights and reducing gradients asynchronously.
+LLAMA3_ORDER = ("tp", "cp", "pp", "dp")
+PLACEMENTS = {"Megatron-Core": MEGATRON_CORE_ORDER, "Llama 3": LLAMA3_ORDER}
+DEFAULT_PLACEMENT = MEGATRON_CORE_ORDER
 
 
 def check_degrees(world_size: int, degrees: dict) -> None:

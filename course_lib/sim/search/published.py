@@ -1,12 +1,17 @@
 """Published production training runs with the settings their papers give, to hold the simulator's MFU to.
 
 Every setting is stated beside its source; where a paper leaves one open, the choice and its reason are named.
+Each run keeps the paper's own figures (TFLOP/s per GPU and MFU, as printed) and, apart, the factor that
+converts them to the simulator's FLOP count (PaLM's model FLOPs) with the assumption that factor rests on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..cluster.presets import get_preset
+from ..job.flops import megatron_2021_flops, model_flops
+from ..job.layout import LLAMA3_ORDER
 from ..job.model_specs import LLAMA3_405B, TransformerSpec
 from ..job.moe import DEEPSEEK_V3
 
@@ -42,23 +47,28 @@ class PublishedRun:
     preset: str
     gpus: int
     layout: dict                 # simulate_training_step keyword arguments
-    published_mfu: float         # in the simulator's terms: model FLOPs (no recomputation) over peak
+    paper_tflops: float          # FLOP/s per GPU, as the paper prints it (in the paper's own FLOP count)
+    paper_mfu: float             # MFU as the paper prints it (a fraction)
+    to_model_flops: float        # the paper's FLOP count -> the simulator's (PaLM's model FLOPs)
+    conversion: str              # what that factor assumes
     source: str
     notes: list = field(default_factory=list)
     published_gpu_hours_per_trillion_tokens: float | None = None   # where the paper gives that instead
 
+    @property
+    def model_flops_mfu(self) -> float:
+        """The paper's rate in the simulator's count, over the peak: what simulate_published's MFU meets."""
+        return self.paper_tflops * self.to_model_flops / get_preset(self.preset).mfu_flops
+
 
 def causal_to_model_flops(model) -> float:
-    """Factor from FLOPs that count the causal attention (half the scores) to the simulator's count.
+    """Factor from FLOPs that count the causal attention at half (the scores a causal FlashAttention
+    computes) to the simulator's count, which counts them whole as PaLM and torchtitan do."""
+    return model_flops(model, model.seq_len) / model_flops(model, model.seq_len, attention="causal half")
 
-    The simulator counts MFU as PaLM does (Chowdhery et al. 2022, Appendix B: 6N + 12 l h s per token,
-    the mask ignored). Meta does not give its count; we take it to count what a causal FlashAttention
-    computes, half of 12 l h s: then the 128K stage ran its real work at the 8K stage's rate (380 against
-    400 TFLOP/s on the same 16,384 GPUs), where PaLM's count would put it 29% lower.
-    """
-    full = model.training_flops(model.seq_len)
-    scores = 3 * model.layers * 4 * model.seq_len * model.hidden * model.seq_len
-    return full / (full - scores / 2)
+
+LLAMA_CONVERSION = ("assumes Meta counted causal attention at half (the paper does not say how it counted); "
+                    "counted whole, as PaLM and torchtitan count, the factor would be 1")
 
 
 # Llama 3 405B (Dubey et al. 2024, Table 4): TP 8, CP 1, PP 16, 8,192-token sequences, 16M tokens a step;
@@ -72,12 +82,11 @@ _LLAMA_NOTES = ["FSDP sharding optimizer states and gradients, not parameters: z
                 "selective recomputation (the paper names no full recomputation)",
                 "published TFLOP/s taken to count causal attention, converted to the simulator's count "
                 "(causal_to_model_flops)"]
-_H100_PEAK = 989e12
 LLAMA3_8K = PublishedRun(
     "Llama 3 405B on 8,192 H100", LLAMA3_405B, "h100", 8192,
     dict(dp=64, tp=8, pp=16, cp=1, microbatches=32, global_batch=LLAMA_BATCH, zero_stage=2,
          recompute="selective", schedule="1f1b", stage_layers=ends_lighter(126, 16)),
-    430e12 / _H100_PEAK * causal_to_model_flops(LLAMA3_405B),
+    430e12, 0.43, causal_to_model_flops(LLAMA3_405B), LLAMA_CONVERSION,
     "Dubey et al. 2024, arXiv 2407.21783, Table 4: 430 TFLOP/s per GPU, 43% MFU",
     _LLAMA_NOTES + ["1F1B: with 32 micro-batches any interleaving overflows 80 GB in the simulator, since "
                     "it multiplies the first stage's activations by 1 + (p-1)/(p V) (Korthikanti et al. "
@@ -87,7 +96,7 @@ LLAMA3_16K = PublishedRun(
     dict(dp=128, tp=8, pp=16, cp=1, microbatches=16, global_batch=LLAMA_BATCH, zero_stage=2,
          recompute="selective", schedule="interleaved_1f1b", virtual_stages=2,
          stage_layers=ends_lighter(126, 16, 2)),
-    400e12 / _H100_PEAK * causal_to_model_flops(LLAMA3_405B),
+    400e12, 0.41, causal_to_model_flops(LLAMA3_405B), LLAMA_CONVERSION,
     "Dubey et al. 2024, arXiv 2407.21783, Table 4: 400 TFLOP/s per GPU, 41% MFU",
     _LLAMA_NOTES + ["interleaved schedule, V=2 (the paper gives no V; 2 is the smallest)"])
 
@@ -102,8 +111,8 @@ LLAMA3_128K = PublishedRun(
     "Llama 3 405B, 128K context, on 16,384 H100", LLAMA3_405B_128K, "h100", 16384,
     dict(dp=8, tp=8, pp=16, cp=16, microbatches=16, global_batch=8 * 16, zero_stage=2,
          recompute="selective", schedule="interleaved_1f1b", virtual_stages=2,
-         stage_layers=ends_lighter(126, 16, 2), placement=("tp", "cp", "pp", "dp")),
-    380e12 / _H100_PEAK * causal_to_model_flops(LLAMA3_405B_128K),
+         stage_layers=ends_lighter(126, 16, 2), placement=LLAMA3_ORDER),
+    380e12, 0.38, causal_to_model_flops(LLAMA3_405B_128K), LLAMA_CONVERSION,
     "Dubey et al. 2024, arXiv 2407.21783, Table 4: 380 TFLOP/s per GPU, 38% MFU",
     _LLAMA_NOTES + ["all-gather based context parallelism over 16 ranks (section 3.3.2)",
                     "interleaved schedule, V=2 as for the 16,384-GPU 8K run (the paper gives no V)",
@@ -121,13 +130,13 @@ LLAMA3_128K = PublishedRun(
 # residual adds on the whole s x h activation, and the s x s attention scores go through HBM (softmax,
 # dropout). presets.py now gives each GPU its memory bandwidth and costs.py charges that streaming: the
 # simulator went from 5.5 to about 3.5 points above the published figure (tests/sim/test_published.py).
-_L, _H, _S, _V = 128, 25600, 2048, 51200
-_COUNTED = 96 * _S * _L * _H**2 * (1 + _S / (6 * _H) + _V / (16 * _L * _H))   # per sequence
 MEGATRON_1T_RUN = PublishedRun(
     "Megatron-LM 1T on 3,072 A100", MEGATRON_1T, "a100", 3072,
     dict(dp=6, tp=8, pp=64, cp=1, microbatches=512, global_batch=3072, zero_stage=0, recompute="full",
          schedule="1f1b", sequence_parallel=False, overlap=False, p2p_overlap=False),
-    163e12 * MEGATRON_1T.training_flops(_S) / _COUNTED / 312e12,
+    163e12, 0.52, model_flops(MEGATRON_1T, MEGATRON_1T.seq_len) / megatron_2021_flops(MEGATRON_1T, 1),
+    "the paper's eq. (3) counts the forward its full recomputation repeats (hardware FLOPs); the model's "
+    "FLOPs are 3/4 of those",
     "Narayanan et al. 2021, arXiv 2104.04473, Table 1: 163 TFLOP/s per GPU, 52% of peak with recomputation",
     ["full recomputation, counted by the paper's FLOP formula and converted to model FLOPs (section 5.1)",
      "no sequence parallelism (it came in 2022): norms, dropouts and residual adds run on every TP rank, "
@@ -172,7 +181,10 @@ DEEPSEEK_V3_RUN = PublishedRun(
          schedule="1f1b", stage_layers=DEEPSEEK_SPLIT, recompute="selective", fp8=True, node_limit=4,
          dispatch_bytes=1, combine_bytes=2, ep_overlap=True, comm_sm_share=20 / 132, param_bytes=2,
          grad_bytes=4, optimizer_bytes=4 + 2 + 2, check_memory=False),
-    mfu_from_gpu_hours(DEEPSEEK_GPU_HOURS, DEEPSEEK_V3, 989e12),
+    mfu_from_gpu_hours(DEEPSEEK_GPU_HOURS, DEEPSEEK_V3, 989e12) * 989e12,
+    mfu_from_gpu_hours(DEEPSEEK_GPU_HOURS, DEEPSEEK_V3, 989e12), 1.0,
+    "the report prints GPU-hours, not a FLOP rate: the rate and MFU here are derived from its 180K GPU-hours "
+    "with the simulator's own model FLOPs per token (mfu_from_gpu_hours), so no conversion applies",
     "DeepSeek-AI 2024, arXiv 2412.19437, section 1 and Table 1: 180K H800 GPU-hours per trillion tokens",
     ["FP8 matrix multiplies at 75% of the H800's 1,979 TFLOP/s FP8 peak (the course's GEMM efficiency, "
      "not a measurement); attention core, output head and MTP head at the BF16 rate (section 3.3.1)",

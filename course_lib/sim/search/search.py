@@ -37,7 +37,7 @@ def _candidates(model, cluster, global_batch, zero_stages, cps, micro_batch_size
 def _rank_one(model, cluster, layout: dict, global_batch: int, options: dict) -> dict:
     """One row: memory checked, step time estimated (or the ValueError that refuses the layout)."""
     config = make_config(model, cluster.world_size, global_batch=global_batch, **layout, **options)
-    memory = plan_memory(config, cluster.preset.memory_bytes)
+    memory = plan_memory(config, cluster.preset.usable_memory)
     peak = max(m.total for m in memory)
     row = layout | dict(micro_batch_size=config.micro_batch_size, peak_memory=peak, simulated=False)
     if not all(m.fits for m in memory):

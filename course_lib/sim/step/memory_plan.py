@@ -113,11 +113,12 @@ def memory_per_device(model, dp: int = 1, tp: int = 1, pp: int = 1, cp: int = 1,
                       microbatches: int = 1, global_batch: int | None = None, preset=None, **options) -> list:
     """Peak bytes per device, one MemoryBreakdown per pipeline stage, without simulating the step.
 
-    ``preset`` (a name or HardwarePreset) sets the capacity each breakdown is checked against.
+    ``preset`` (a name or HardwarePreset) sets the capacity each breakdown is checked against: its
+    memory less the reserve it keeps for the CUDA context, NCCL's buffers and fragmentation.
     """
     # The degrees multiply into the world size, so check them first (None * 2 would be a TypeError).
     world = math.prod(whole(name, value) for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("cp", cp)))
     config = make_config(model, world, dp=dp, tp=tp, pp=pp, cp=cp, zero_stage=zero_stage,
                          microbatches=microbatches, global_batch=global_batch, **options)
-    capacity = get_preset(preset).memory_bytes if preset is not None else None
+    capacity = get_preset(preset).usable_memory if preset is not None else None
     return plan_memory(config, capacity)

@@ -51,7 +51,8 @@ class StepReport:
         return (f"{getattr(c.model, 'name', 'model')} on {cluster.world_size} x {cluster.preset.name} "
                 f"({layout}): step {self.step_time:.4g} s, MFU {100 * self.mfu:.1f} %, "
                 f"{self.tokens_per_second:,.0f} tokens/s, idle {100 * self.bubble_fraction:.1f} %, "
-                f"peak memory {self.peak_memory / GB:.1f} GB of {cluster.preset.memory_bytes / GB:.0f} GB")
+                f"peak memory {self.peak_memory / GB:.1f} GB of "
+                f"{cluster.preset.usable_memory / GB:.0f} GB usable")
 
     def __repr__(self) -> str:
         return f"StepReport({self.summary()})"

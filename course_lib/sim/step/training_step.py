@@ -42,10 +42,10 @@ def simulate_training_step(model, cluster, dp: int = 1, tp: int = 1, pp: int = 1
                          microbatches=microbatches, global_batch=global_batch, **options)
     dp, tp, pp, cp, zero_stage, microbatches = (config.dp, config.tp, config.pp, config.cp, config.zero_stage,
                                                  config.microbatches)   # as validated: plain ints
-    memory = plan_memory(config, cluster.preset.memory_bytes)
+    memory = plan_memory(config, cluster.preset.usable_memory)
     worst = max(range(pp), key=lambda s: memory[s].total)
     if check_memory and not memory[worst].fits:
-        raise OutOfMemoryError(memory[worst].total, cluster.preset.memory_bytes, worst, memory[worst])
+        raise OutOfMemoryError(memory[worst].total, cluster.preset.usable_memory, worst, memory[worst])
     costs = CostModel(config, cluster)
     schedule = pipeline_schedule(config.pipeline_kind, pp, microbatches, config.virtual_stages)
     fwd, bwd = costs.stage_times()
