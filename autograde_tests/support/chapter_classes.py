@@ -84,7 +84,7 @@ def max_points(assignment: str) -> dict[str, float]:
 
 
 CHAPTERS = (
-    Chapter("01_mlp_by_hand", "01_mlp_by_hand"),
+    Chapter("01_mlp_by_hand", "01_mlp_by_hand", "mlp"),
     Chapter("02_collectives", "ring", "ring"),
     # Chapter 03 in a run of its own (its lesson times real ranks); each DDP fixture is the whole 'ddp' cell.
     Chapter("03_data_parallel", "ddp", "ddp", run="ddp_graded_class", answers="ddp"),
