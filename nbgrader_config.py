@@ -34,3 +34,5 @@ c.CourseGrading.hidden_checks = ["instructor/checks"]
 c.CourseGrading.registry = "instructor/registry.py"
 c.CourseGrading.hidden_from_students = ["autograde_tests/fixtures"]
 c.CourseGrading.demo_fixtures = {"02_collectives": "autograde_tests/fixtures/ring/wrong_neighbour.py"}
+# An assignment whose cells need longer than ExecutePreprocessor.timeout on your machines, e.g.
+# c.CourseGrading.cell_timeouts = {"09_on_the_cluster": 300}

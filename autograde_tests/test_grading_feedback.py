@@ -1,8 +1,7 @@
 """What a student reads in the graded notebook when a check fails: chapter 03's late all-reduce drawn against
-the backward, a deadlocked DDP stopped and named, and a DDP built on torch's own refused and named
-(graded in chapter 03's own run, conftest.ddp_graded_class); chapter 08's shortcuts refused by name and
-chapter 07's first three cells graded each on its own (their runs nd_graded_class and zero_graded_class).
-Their points are held by test_grading_chapters.py."""
+the backward, a deadlocked DDP stopped and named, and a DDP built on torch's own refused and named;
+chapter 08's shortcuts refused by name and chapter 07's first three cells graded each on its own (all in
+the shared run, conftest.graded_class). Their points are held by test_grading_chapters.py."""
 
 from __future__ import annotations
 
@@ -12,25 +11,25 @@ pytestmark = pytest.mark.slow
 DDP = "03_data_parallel"
 
 
-def test_the_late_all_reduce_reaches_the_student_drawn_against_the_backward(ddp_graded_class):
+def test_the_late_all_reduce_reaches_the_student_drawn_against_the_backward(graded_class):
     """The overlap cell's failure, as the student reads it in the graded notebook's feedback."""
-    result = ddp_graded_class.results[(DDP, "ddp_after_backward")]
-    notebook = ddp_graded_class.root / "grading" / "autograded" / "ddp_after_backward" / DDP / f"{DDP}.ipynb"
+    result = graded_class.results[(DDP, "ddp_after_backward")]
+    notebook = graded_class.root / "grading" / "autograded" / "ddp_after_backward" / DDP / f"{DDP}.ipynb"
     text = notebook.read_text()
     assert result.cells["test_ddp_overlap"] == 0
     assert "after loss.backward() returned" in text and "your recorded step:" in text
     assert "backward " in text and "all_reduce " in text and "bytes" in text
 
 
-def test_a_deadlocked_ddp_is_stopped_and_named(ddp_graded_class):
-    notebook = ddp_graded_class.root / "grading" / "autograded" / "ddp_unused_deadlock" / DDP / f"{DDP}.ipynb"
+def test_a_deadlocked_ddp_is_stopped_and_named(graded_class):
+    notebook = graded_class.root / "grading" / "autograded" / "ddp_unused_deadlock" / DDP / f"{DDP}.ipynb"
     assert "did not finish on 2 ranks" in notebook.read_text()
 
 
-def test_a_ddp_built_on_torchs_own_is_told_what_was_refused(ddp_graded_class):
+def test_a_ddp_built_on_torchs_own_is_told_what_was_refused(graded_class):
     """Issue 27's shortcut: torch's DistributedDataParallel made visible with record_ddp_buckets."""
-    result = ddp_graded_class.results[(DDP, "ddp_torch_ddp")]
-    notebook = ddp_graded_class.root / "grading" / "autograded" / "ddp_torch_ddp" / DDP / f"{DDP}.ipynb"
+    result = graded_class.results[(DDP, "ddp_torch_ddp")]
+    notebook = graded_class.root / "grading" / "autograded" / "ddp_torch_ddp" / DDP / f"{DDP}.ipynb"
     text = notebook.read_text()
     assert sum(result.cells.values()) == 0
     assert "DistributedDataParallel" in text and "which this exercise refuses" in text
@@ -41,21 +40,21 @@ def _autograded(graded, student: str, assignment: str) -> str:
     return (graded.root / "grading" / "autograded" / student / assignment / f"{assignment}.ipynb").read_text()
 
 
-def test_a_mesh_read_off_torchs_device_mesh_is_refused_by_name(nd_graded_class):
+def test_a_mesh_read_off_torchs_device_mesh_is_refused_by_name(graded_class):
     """Chapter 08's shortcut through torch's DeviceMesh: the student reads which module was refused."""
-    text = _autograded(nd_graded_class, "mesh_device_mesh_mapping", ND)
+    text = _autograded(graded_class, "mesh_device_mesh_mapping", ND)
     assert "which this exercise refuses" in text and "torch.distributed.device_mesh" in text
 
 
-def test_a_capstone_reading_course_lib_is_refused_by_name(nd_graded_class):
-    text = _autograded(nd_graded_class, "mesh_capstone_reads_course_layout", ND)
+def test_a_capstone_reading_course_lib_is_refused_by_name(graded_class):
+    text = _autograded(graded_class, "mesh_capstone_reads_course_layout", ND)
     assert "which this exercise refuses" in text and "course_lib" in text
 
 
-def test_chapter_07s_first_cells_are_graded_each_on_its_own(zero_graded_class):
+def test_chapter_07s_first_cells_are_graded_each_on_its_own(graded_class):
     """floor_shard loses only shard_parameters' points, padding_in_gathered only gather_parameters': each
     check hands its function the inputs it built (their points are held by test_grading_chapters.py)."""
-    text = _autograded(zero_graded_class, "zero_floor_shard", "07_zero_fsdp")
+    text = _autograded(graded_class, "zero_floor_shard", "07_zero_fsdp")
     assert "shard_parameters gave wrong shards" in text and "gather_parameters did not" not in text
-    text = _autograded(zero_graded_class, "zero_padding_in_gathered", "07_zero_fsdp")
+    text = _autograded(graded_class, "zero_padding_in_gathered", "07_zero_fsdp")
     assert "gather_parameters did not rebuild the tensors" in text

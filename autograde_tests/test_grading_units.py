@@ -191,3 +191,16 @@ def test_regrading_keeps_a_hand_score_until_the_automatic_score_changes(tmp_path
     assert [(c.points, c.needs_review) for c in changed.cells] == [(3.0, True)]
     with Gradebook(url) as gb:
         assert gb.find_grade("test_it", "hw", "hw", "ada").manual_score is None
+
+
+def test_an_assignment_may_have_its_own_cell_timeout(tmp_path):
+    from course_lib.grading.autograder.class_run import GradingRun
+    from course_lib.grading.settings import read_settings
+
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.ExecutePreprocessor.timeout = 60\n"
+        "c.CourseGrading.cell_timeouts = {'09_on_the_cluster': 300}\n")
+    settings = read_settings(tmp_path)
+    assert settings.overrides()["cell_timeouts"] == {"09_on_the_cluster": 300}
+    run = GradingRun(course_root=tmp_path, **settings.overrides())
+    assert run.cell_timeout_for("09_on_the_cluster") == 300 and run.cell_timeout_for("02_collectives") == 60

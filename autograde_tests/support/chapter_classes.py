@@ -18,6 +18,7 @@ import nbformat
 from course_lib.grading.autograder import fixtures
 
 REPO = Path(__file__).resolve().parents[2]
+LONG_LESSON_S = 120   # a cell's limit where lessons time, train or kill real ranks (make grade's own)
 FIXTURES = REPO / "autograde_tests" / "fixtures"
 
 
@@ -33,6 +34,9 @@ class Chapter:
     # over the reference's others), or the grade_id of the one cell the whole file is.
     answers: str = "alone"
     student_prefix: str = ""             # before each fixture name (capstone_: in chapter 08's class)
+    # Seconds one cell of the chapter may run, where its lesson needs more than the run's own limit (the
+    # shared run keeps 20 s, so that the probe's endless loops cost little).
+    cell_timeout: int | None = None
 
     @property
     def folder(self) -> Path | None:
@@ -86,29 +90,27 @@ def max_points(assignment: str) -> dict[str, float]:
 CHAPTERS = (
     Chapter("01_mlp_by_hand", "01_mlp_by_hand", "mlp"),
     Chapter("02_collectives", "ring", "ring"),
-    # Chapter 03 in a run of its own (its lesson times real ranks); each DDP fixture is the whole 'ddp' cell.
-    Chapter("03_data_parallel", "ddp", "ddp", run="ddp_graded_class", answers="ddp"),
+    # Each DDP fixture is the whole 'ddp' cell; the lesson times real ranks.
+    Chapter("03_data_parallel", "ddp", "ddp", answers="ddp", cell_timeout=LONG_LESSON_S),
     Chapter("05_pipeline_parallel", "pipeline", "pipeline"),
     # The zero-bubble part's fixtures are all checked directly (tests/chapters/test_ch05_pipeline_fixtures):
     # this row grades the part's cells of the chapter's solution and release.
     Chapter("05_pipeline_parallel", "pipeline", "zero_bubble", student_prefix="zb_"),
     Chapter("06_tensor_parallel", "tp", "tensor_parallel"),
     Chapter("06_tensor_parallel", "tp", "vocab_parallel", student_prefix="vocab_"),
-    # Chapter 07 in a run of its own: each submission re-runs a long lesson and ten hidden checks twice.
-    Chapter("07_zero_fsdp", "zero", "zero", run="zero_graded_class", answers="over_solution"),
-    # Chapter 08 in a run of its own while issue 30's changes settle (its lesson trains on 4 and 8 ranks).
-    Chapter("08_nd_parallelism", "mesh", "mesh", run="nd_graded_class"),
-    Chapter("08_nd_parallelism", "mesh", "capstone", run="nd_graded_class", answers="over_solution",
-            student_prefix="capstone_"),
-    # Chapter 09 in a run of its own while it is new: each test cell kills and resumes real runs a few times,
-    # past the shared run's 20 s per cell on a busy machine. Each fixture answers the cells it names.
-    Chapter("09_on_the_cluster", "checkpoint", "checkpoint", run="checkpoint_graded_class",
-            answers="over_solution"),
-    # Chapter 10 in a run of its own while it is new (the lead decides whether it joins the shared run).
-    Chapter("10_context_parallel", "cp", "ring_attention", run="cp_graded_class"),
-    # Chapter 11 in a run of its own while it is new (the lead decides whether it joins the shared run):
-    # its lesson times real ranks and calibrates the machine.
-    Chapter("11_expert_parallel", "ep", "expert_parallel", run="ep_graded_class"),
+    # A long lesson, and ten hidden checks run twice (in the notebook and in the judge).
+    Chapter("07_zero_fsdp", "zero", "zero", answers="over_solution", cell_timeout=LONG_LESSON_S),
+    # The lesson and the capstone train on 4 and 8 ranks.
+    Chapter("08_nd_parallelism", "mesh", "mesh", cell_timeout=LONG_LESSON_S),
+    Chapter("08_nd_parallelism", "mesh", "capstone", answers="over_solution", student_prefix="capstone_",
+            cell_timeout=LONG_LESSON_S),
+    # Each test cell kills and resumes real runs a few times; each fixture answers the cells it names.
+    Chapter("09_on_the_cluster", "checkpoint", "checkpoint", answers="over_solution",
+            cell_timeout=LONG_LESSON_S),
+    # The hidden checks run the ring on up to 8 ranks, part by part.
+    Chapter("10_context_parallel", "cp", "ring_attention", cell_timeout=LONG_LESSON_S),
+    # The lesson times real ranks and calibrates the machine.
+    Chapter("11_expert_parallel", "ep", "expert_parallel", cell_timeout=LONG_LESSON_S),
 )
 
 
@@ -157,6 +159,11 @@ def write_chapter_class(root: Path, chapters: list[Chapter]) -> list[str]:
         fixtures.write_submission(folder, assignment, fixtures.make_submission(release, answers))
         students.append(f"{prefix}_{student}")
     return students
+
+
+def cell_timeouts(chapters) -> dict[str, int]:
+    """assignment -> its cells' own limit, for the rows that set one."""
+    return {chapter.assignment: chapter.cell_timeout for chapter in chapters if chapter.cell_timeout}
 
 
 def chapters_of(run: str) -> dict[str, list[Chapter]]:

@@ -1,5 +1,6 @@
-"""The course's grading settings, read from its nbgrader_config.py: the course id, the per-cell timeout,
-and where the instructor-only hidden checks and their registry live (``c.CourseGrading``).
+"""The course's grading settings, read from its nbgrader_config.py: the course id, the per-cell timeout
+(and an assignment's own, ``c.CourseGrading.cell_timeouts``), and where the instructor-only hidden
+checks and their registry live (``c.CourseGrading``).
 
 Course code never names those folders: a course says where they are, a grading run passes them on.
 """
@@ -22,6 +23,7 @@ class CourseSettings:
 
     course_id: str | None = None
     cell_timeout: int | None = None
+    cell_timeouts: dict[str, int] = field(default_factory=dict)   # assignment -> its cells' own limit
     hidden_checks: tuple[Path, ...] = ()    # folders of hidden-check modules, searched in order
     registry: Path | None = None            # the module whose CHECKS the isolated judge re-runs
     hidden_from_students: tuple[Path, ...] = ()   # more than solutions/ and grading/: e.g. wrong answers
@@ -30,6 +32,7 @@ class CourseSettings:
     def overrides(self) -> dict:
         """The GradingRun fields this course sets (so the run's own defaults hold for the rest)."""
         fields = {"course_id": self.course_id, "cell_timeout": self.cell_timeout,
+                  "cell_timeouts": self.cell_timeouts or None,
                   "hidden_checks": self.hidden_checks or None, "registry": self.registry,
                   "hidden_from_students": self.hidden_from_students or None}
         return {name: value for name, value in fields.items() if value is not None}
@@ -49,6 +52,7 @@ def read_settings(course_root: Path) -> CourseSettings:
     return CourseSettings(
         course_id=config.CourseDirectory.get("course_id"),
         cell_timeout=int(timeout) if timeout is not None else None,
+        cell_timeouts={name: int(seconds) for name, seconds in grading.get("cell_timeouts", {}).items()},
         hidden_checks=tuple(course_root / folder for folder in grading.get("hidden_checks", ())),
         registry=course_root / registry if registry else None,
         hidden_from_students=tuple(course_root / path for path in grading.get("hidden_from_students", ())),

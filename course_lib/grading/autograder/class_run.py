@@ -48,6 +48,7 @@ class GradingRun:
     source_directory: str = "solutions"
     jobs: int = 2
     cell_timeout: int = 120
+    cell_timeouts: dict[str, int] = field(default_factory=dict)   # assignment -> its own, over cell_timeout
     notebook_timeout: float = 900.0
     judge_timeout: float = 300.0
     max_output_bytes: int = 1_000_000
@@ -69,6 +70,10 @@ class GradingRun:
     @property
     def db_url(self) -> str:
         return f"sqlite:///{self.grading_dir / 'gradebook.db'}"
+
+    def cell_timeout_for(self, assignment: str) -> int:
+        """Seconds one cell of ``assignment`` may run: its own limit where the course gives one."""
+        return self.cell_timeouts.get(assignment, self.cell_timeout)
 
     def say(self, text: str) -> None:
         print(text, file=self.stream or sys.stdout, flush=True)
@@ -114,7 +119,8 @@ def prepare(run: GradingRun, assignment: str,
               for name in (run.source_directory, "grading", ".git")]
     hidden += [str(path) for path in run.hidden_from_students] + run.also_hide
     setup = AssignmentSetup(course_id=run.course_id, assignment=assignment, source_dir=source_dir,
-                            template_db=template, hidden_paths=hidden, cell_timeout=run.cell_timeout,
+                            template_db=template, hidden_paths=hidden,
+                            cell_timeout=run.cell_timeout_for(assignment),
                             notebook_timeout=run.notebook_timeout, max_output_bytes=run.max_output_bytes,
                             policy=run.policy, code_root=CODE_ROOT,
                             hidden_checks=tuple(str(folder) for folder in run.hidden_checks))

@@ -28,8 +28,9 @@ from course_lib.grading.slurm import array_tasks
 SCRIPT = class_run.CODE_ROOT / "slurm" / "grade_array.sbatch"
 HOLD_LIMIT_S = 600.0
 # What a task takes over from the class's run, so that it grades exactly as `make grade` would.
-PLAN_SETTINGS = ("course_id", "source_directory", "cell_timeout", "notebook_timeout", "judge_timeout",
-                 "max_output_bytes", "registry", "hidden_checks", "hidden_from_students", "recheck")
+PLAN_SETTINGS = ("course_id", "source_directory", "cell_timeout", "cell_timeouts", "notebook_timeout",
+                 "judge_timeout", "max_output_bytes", "registry", "hidden_checks", "hidden_from_students",
+                 "recheck")
 
 
 def _plain(value):
