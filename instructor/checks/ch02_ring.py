@@ -88,21 +88,9 @@ def _with_seed(problems: list[str], seed: int) -> list[str]:
     return [f"{p}\n  (hidden test seed {seed})" for p in dict.fromkeys(problems)]
 
 
-def _identity(student: StudentFunction):
-    """What makes two calls grade the same code: the sources, or the function and the globals it uses."""
-    function = student.function
-    if function is None:
-        return ("sources", student.name, tuple(student.sources))
-    code = getattr(function, "__code__", None)
-    used = getattr(function, "__globals__", {})
-    names = code.co_names if code else ()
-    helpers = tuple((name, id(used[name])) for name in names if callable(used.get(name)))
-    return ("function", id(function), helpers)  # redefining ring_reduce_scatter alone also starts afresh
-
-
 def _all_reduce_report(ring_all_reduce) -> tuple[list, int]:
     student = as_student_function(ring_all_reduce, "ring_all_reduce", refusal=REFUSAL)
-    key = _identity(student)
+    key = student.identity()
     if key not in _REPORTS:
         _REPORTS.clear()
         seed = fresh_seed()

@@ -91,22 +91,10 @@ def _with_chunk(rng: random.Random, chunk: int) -> tuple[int, int, int, int]:
     return batch, heads, chunk, head_dim
 
 
-def _identity(student: StudentFunction):
-    """What makes two calls grade the same code: the sources, or the function and the helpers it names."""
-    function = student.function
-    if function is None:
-        return ("sources", student.name, tuple(student.sources))
-    code = getattr(function, "__code__", None)
-    used = getattr(function, "__globals__", {})
-    names = code.co_names if code else ()
-    helpers = tuple((name, id(used[name])) for name in names if callable(used.get(name)))
-    return ("function", id(function), helpers)
-
-
 def _runs(ring_attention, part: str) -> tuple[list, int]:
     """The part's runs of this submission (made once, then shared), and the seed they were drawn from."""
     student = as_student_function(ring_attention, "ring_attention", refusal=REFUSAL)
-    key = _identity(student)
+    key = student.identity()
     if key not in _REPORTS:
         _REPORTS.clear()
         _REPORTS[key] = {"seed": fresh_seed(), "student": student, "hung": None}

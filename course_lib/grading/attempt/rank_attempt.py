@@ -89,6 +89,18 @@ class RankRun:
         return [[self.per_rank[rank][index] for rank in range(self.world_size)]
                 for index in range(len(self.cases))]
 
+    def as_records(self, record, subject: str) -> RankRun:
+        """Each rank's per-case outcomes, sent as plain dicts (what the plain transport carries), read back
+        as ``record`` (a dataclass of named fields); a rank that sent something else fails the run."""
+        if self.error:
+            return self
+        try:
+            per_rank = tuple(tuple(record(**outcome) for outcome in outcomes) for outcomes in self.per_rank)
+        except TypeError as error:
+            return replace(self, per_rank=(), error=f"the ranks running {subject} sent back something this "
+                                                    f"check does not read: {error}")
+        return replace(self, per_rank=per_rank)
+
 
 def watched(rank_fn):
     """``rank_fn`` whose rank also fails when the student's code met a refusal it then caught."""

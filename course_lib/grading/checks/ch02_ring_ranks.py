@@ -6,7 +6,7 @@ Ranks only run the student's function and record its traffic; ``run_student`` br
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -110,14 +110,7 @@ def run_student(student, kind: str, world_size: int, cases, seed: int, timeout: 
     text = FailureText(student.name, hung=HUNG_TEXT, forbidden=FORBIDDEN_TEXT, frames=_student_frames)
     run = run_on_ranks(_run_cases, world_size, student, kind, list(cases), seed, compare_with_torch,
                        text=text, timeout=timeout, cases=cases, seed=seed)
-    if run.error:
-        return run
-    try:  # the ranks send plain dicts (what the plain transport carries); the judge reads named fields
-        per_rank = tuple(tuple(RingOutcome(**outcome) for outcome in outcomes) for outcomes in run.per_rank)
-    except TypeError as error:
-        return replace(run, per_rank=(), error=f"the ranks running {student.name} sent back something this "
-                                               f"check does not read: {error}")
-    return replace(run, per_rank=per_rank)
+    return run.as_records(RingOutcome, student.name)
 
 
 def _student_frames(remote_traceback: str) -> str:

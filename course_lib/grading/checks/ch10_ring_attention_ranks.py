@@ -8,7 +8,7 @@ outcome per case and rank (or why there is none), and ``ch10_ring_attention_judg
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
@@ -129,14 +129,7 @@ def run_student(student, world_size: int, cases, seed: int, timeout: float) -> R
     warm_up()
     run = run_on_ranks(_run_cases, world_size, student, list(cases), seed, text=text, timeout=timeout,
                        cases=cases, seed=seed)
-    if run.error:
-        return run
-    try:   # the ranks send plain dicts (what the plain transport carries); the judge reads named fields
-        per_rank = tuple(tuple(AttentionOutcome(**o) for o in outcomes) for outcomes in run.per_rank)
-    except TypeError as error:
-        return replace(run, per_rank=(), error=f"the ranks running {student.name} sent back something this "
-                                               f"check does not read: {error}")
-    return replace(run, per_rank=per_rank)
+    return run.as_records(AttentionOutcome, student.name)
 
 
 def _student_frames(remote_traceback: str) -> str:
