@@ -161,6 +161,17 @@ def test_sandbox_policy_round_trips_through_json():
     assert SandboxPolicy.from_json(policy.to_json()) == policy
 
 
+def test_code_in_the_sandbox_is_told_it_is_being_graded(tmp_path):
+    from course_lib.dist.processes import call_in_fresh_child
+    from course_lib.dist.slurm_jobs import slurm_unavailable_reason
+
+    def caged() -> bytes:
+        SandboxPolicy(uid=os.getuid(), gid=os.getgid(), home=str(tmp_path)).enter()
+        return (slurm_unavailable_reason() or "").encode()
+
+    assert "being graded" in call_in_fresh_child(caged, timeout=60, max_bytes=4096).decode()
+
+
 def _gradebook_with_one_cell(path) -> str:
     url = f"sqlite:///{path / 'gradebook.db'}"
     with Gradebook(url) as gb:

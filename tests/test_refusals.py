@@ -70,6 +70,19 @@ def test_copied_function_and_code_objects_are_refused():
     assert "a copy of" in _refused(renamed)
 
 
+def test_a_short_answer_written_like_short_course_code_is_the_students_own():
+    """The capstone's stand-in holds a two-line GPipe order, instruction for instruction what a student
+    writes as a (wrong) 1F1B: too short to prove a copy, it stays the student's."""
+    import course_lib.capstone.standins  # noqa: F401  (imported before the refusal is worked out)
+
+    gpipe = ("def one_f_one_b(stages, microbatches):\n"
+             "    return [[(\"F\", m) for m in range(microbatches)] + [(\"B\", m) for m in range(microbatches)]\n"
+             "            for _ in range(stages)]\n")
+    refusal = Refusal("a GPipe order", why="a fresh refusal, worked out with the capstone imported")
+    ops = _answer(gpipe, name="one_f_one_b", refusal=refusal)
+    assert ops[0] == [("F", m) for m in range(8)] + [("B", m) for m in range(8)]
+
+
 def test_work_done_at_definition_time_is_refused():
     source = ("import sys\n"
               "TABLE = sys.modules['course_lib.sim'].pipeline_schedule('1f1b', 4, 8)\n"

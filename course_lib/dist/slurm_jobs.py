@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 COURSE_ROOT = Path(__file__).resolve().parents[2]
+# Set in every process of a grading sandbox: a notebook being graded submits no job to the cluster.
+GRADED_RUN_ENV = "COURSE_GRADED_RUN"
 SUMMARY_LINE = re.compile(r"^(?:\[[^\]]*\]:)?SUMMARY (\{.*\})\s*$", re.MULTILINE)
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
                 "BOOT_FAIL", "DEADLINE"}
@@ -94,6 +96,8 @@ def shell_variables(script: Path, names, env: dict, timeout: float = 30) -> dict
 
 def slurm_unavailable_reason(env=None, timeout: float = 15) -> str | None:
     """Why no job can be submitted here (with how to fix it), or None when a controller answers."""
+    if os.environ.get(GRADED_RUN_ENV):
+        return "this notebook is being graded, and a graded notebook submits no Slurm job"
     env = slurm_environment(env)
     missing = [name for name in ("sbatch", "scontrol") if shutil.which(name, path=env.get("PATH")) is None]
     if missing:

@@ -20,8 +20,8 @@ the plain model's activations by at most the shards, their gradients and 3 x the
 per unit one all-gather before forward, one before backward and one reduce-scatter, each of the unit's
 padded flat buffer, every reduce-scatter started during the backward (at most one unit gathered ahead of
 the reductions), nothing else. torch's FSDP and ZeroRedundancyOptimizer, and course_lib, are refused.
-mixed precision: with compute_dtype=torch.bfloat16, parameters gathered in bf16, float32 shards and
-gradients, values within 10% of how far training moved them.
+mixed precision (on models without a tie): with compute_dtype=torch.bfloat16, parameters gathered in
+bf16, float32 shards and gradients, values within 10% of how far training moved them.
 """
 
 from __future__ import annotations
@@ -97,8 +97,9 @@ def check_fsdp_traffic_hidden(FSDP) -> None:  # noqa: N803
 
 def check_fsdp_mixed_precision_hidden(FSDP) -> None:  # noqa: N803
     def case_for(rng, seed):
+        # untied: the tie is the values check's to judge, and one mistake costs one cell
         return FSDPCase(width=rng.randint(9, 23), units=rng.randint(5, 8), dtype="bfloat16",
-                        seed=seed % 10_000, tied=True)
+                        seed=seed % 10_000, tied=False)
 
     checked_runs(FSDP, lambda *a: run_fsdp(*a, TIMEOUT_S), WORLD_SIZES, case_for, precision_problems,
                  "FSDP's mixed precision is wrong")

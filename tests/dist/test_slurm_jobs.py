@@ -63,6 +63,16 @@ def test_no_slurm_says_how_to_get_it(tmp_path, script):
         submit_job(script, env=env, submit_dir=tmp_path)
 
 
+def test_a_notebook_being_graded_submits_no_job(tmp_path, script, monkeypatch):
+    from course_lib.dist.slurm_jobs import GRADED_RUN_ENV
+
+    monkeypatch.setenv(GRADED_RUN_ENV, "1")   # what the grading sandbox sets in every process it cages
+    env = cluster(tmp_path, "COMPLETED")
+    assert "being graded" in slurm_unavailable_reason(env)
+    with pytest.raises(SlurmUnavailable, match="being graded"):
+        submit_job(script, env=env, submit_dir=tmp_path)
+
+
 def test_a_controller_that_is_down_is_named_without_its_banner(tmp_path):
     banner = "*" * 41
     env = fake_commands(tmp_path / "bin", sbatch="exit 0",
