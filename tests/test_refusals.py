@@ -76,7 +76,8 @@ def test_a_short_answer_written_like_short_course_code_is_the_students_own():
     import course_lib.capstone.standins  # noqa: F401  (imported before the refusal is worked out)
 
     gpipe = ("def one_f_one_b(stages, microbatches):\n"
-             "    return [[(\"F\", m) for m in range(microbatches)] + [(\"B\", m) for m in range(microbatches)]\n"
+             "    return [[(\"F\", m) for m in range(microbatches)] + "
+             "[(\"B\", m) for m in range(microbatches)]\n"
              "            for _ in range(stages)]\n")
     refusal = Refusal("a GPipe order", why="a fresh refusal, worked out with the capstone imported")
     ops = _answer(gpipe, name="one_f_one_b", refusal=refusal)
