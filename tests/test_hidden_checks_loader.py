@@ -37,3 +37,10 @@ def test_a_grading_run_points_the_loader_elsewhere(tmp_path, monkeypatch):
 def test_an_unknown_module_says_where_it_looked():
     with pytest.raises(ModuleNotFoundError, match="instructor/checks"):
         instructor_checks("no_such_chapter")
+
+
+def test_grading_processes_import_this_course_lib():
+    """Run from its own checkout, a grader's children import the same course_lib: no path to add."""
+    from course_lib.grading.settings import code_root_for_fresh_pythons
+
+    assert code_root_for_fresh_pythons() is None

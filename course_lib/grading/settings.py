@@ -7,6 +7,9 @@ Course code never names those folders: a course says where they are, a grading r
 
 from __future__ import annotations
 
+import functools
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +18,20 @@ import course_lib
 CODE_ROOT = Path(course_lib.__file__).resolve().parent.parent   # the checkout course_lib is installed from
 CONFIG_FILE = "nbgrader_config.py"
 HIDDEN_CHECKS_ENV = "COURSE_HIDDEN_CHECKS"   # a grading run's hidden-check folders (os.pathsep-separated)
+
+
+@functools.cache
+def code_root_for_fresh_pythons() -> str | None:
+    """CODE_ROOT, when a fresh interpreter of this environment would import course_lib from elsewhere, or
+    None when it imports this very course_lib. They differ when `python -m course_lib.grading.cli` runs
+    in a checkout (or a site copy) with an environment installed for another checkout: the grading
+    processes it starts (nbgrader, the kernels) put this folder first on their path, so that student code
+    runs against the course_lib this grader runs, in the folder the sandbox lets it reach."""
+    probe = "import importlib.util as u; s = u.find_spec('course_lib'); print(s.origin if s else '')"
+    found = subprocess.run([sys.executable, "-I", "-c", probe], cwd="/", capture_output=True, text=True,
+                           timeout=120).stdout.strip()
+    same = bool(found) and Path(found).resolve().parent.parent == CODE_ROOT
+    return None if same else str(CODE_ROOT)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from nbgrader.api import Gradebook
 from course_lib.grading.autograder import fixtures, gradebook_merge, submissions
 from course_lib.grading.sandbox.failures import nbgrader_error
 from course_lib.grading.sandbox.policy import running_as_root
-from course_lib.grading.sandbox.worker import AssignmentSetup, run_tracked, student_policy
+from course_lib.grading.sandbox.worker import AssignmentSetup, course_lib_path, run_tracked, student_policy
 from course_lib.grading.settings import CODE_ROOT
 
 # What a grading kernel and the isolated judge import first; a sandbox that cannot import them grades 0.
@@ -40,7 +40,7 @@ def check_sandbox_reach(setup: AssignmentSetup, scratch: Path, uid: int) -> None
     code_root = setup.code_root or CODE_ROOT
     # the hidden test cells load the instructor's checks in the kernel: its uid must read their folders
     probe = REACH_PROBE + f"\nimport os\nfor folder in {list(setup.hidden_checks)!r}: os.listdir(folder)"
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **course_lib_path())
     command = [sys.executable, "-m", "course_lib.grading.sandbox.policy", policy.to_json(), probe]
     ok, output = run_tracked(command, probe_dir / "home", env, timeout=300)
     shutil.rmtree(probe_dir, ignore_errors=True)

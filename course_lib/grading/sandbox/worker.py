@@ -164,12 +164,22 @@ def _attempt(setup: AssignmentSetup, student: str, submission: dict[str, bytes],
     env = dict(os.environ, JUPYTER_PATH=str(course_dir / "jupyter"),
                JUPYTER_CONFIG_DIR=str(course_dir / "jupyter" / "config"), PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPATH", None)
+    env.update(course_lib_path())
     command = [sys.executable, "-m", "nbgrader", "autograde", setup.assignment, "--student", student,
                "--force", "--log-level=INFO"]
     ok, log = GRADING_SESSIONS.run(command, course_dir, env, setup.notebook_timeout, tag=uid,
                                    limit_name="the whole notebook's time limit")
     kill_processes_of_uid(uid)  # a kernel's detached children must not outlive the grading
     return AutogradeRun(student, ok, time.perf_counter() - start, course_dir, log[-20_000:])
+
+
+def course_lib_path() -> dict[str, str]:
+    """PYTHONPATH for the grading processes when this environment's own course_lib is another checkout's
+    (settings.code_root_for_fresh_pythons); nothing otherwise."""
+    from course_lib.grading.settings import code_root_for_fresh_pythons
+
+    root = code_root_for_fresh_pythons()
+    return {"PYTHONPATH": root} if root else {}
 
 
 # Every grading subprocess still running, tagged with its sandbox uid: stop_all() ends them on Ctrl-C.
