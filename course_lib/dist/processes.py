@@ -108,6 +108,12 @@ def call_in_fresh_child(work: Callable[[], bytes], timeout: float, max_bytes: in
         kill_and_reap([pid])
 
 
+def fresh_python_output(code: str, timeout: float = 120) -> str:
+    """What a fresh, isolated (``-I``) interpreter of this environment prints for ``code``, run from /."""
+    return subprocess.run([sys.executable, "-I", "-c", code], cwd="/", capture_output=True, text=True,
+                          timeout=timeout).stdout.strip()
+
+
 def exec_python(arguments: list[str]) -> None:
     """Replace this process (same pid) with a fresh interpreter running ``python ARGUMENTS``."""
     os.execv(sys.executable, [sys.executable, *arguments])

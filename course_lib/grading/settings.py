@@ -8,12 +8,11 @@ Course code never names those folders: a course says where they are, a grading r
 from __future__ import annotations
 
 import functools
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import course_lib
+from course_lib.dist.processes import fresh_python_output
 
 CODE_ROOT = Path(course_lib.__file__).resolve().parent.parent   # the checkout course_lib is installed from
 CONFIG_FILE = "nbgrader_config.py"
@@ -28,8 +27,7 @@ def code_root_for_fresh_pythons() -> str | None:
     processes it starts (nbgrader, the kernels) put this folder first on their path, so that student code
     runs against the course_lib this grader runs, in the folder the sandbox lets it reach."""
     probe = "import importlib.util as u; s = u.find_spec('course_lib'); print(s.origin if s else '')"
-    found = subprocess.run([sys.executable, "-I", "-c", probe], cwd="/", capture_output=True, text=True,
-                           timeout=120).stdout.strip()
+    found = fresh_python_output(probe)
     same = bool(found) and Path(found).resolve().parent.parent == CODE_ROOT
     return None if same else str(CODE_ROOT)
 
