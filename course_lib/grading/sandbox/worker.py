@@ -18,7 +18,7 @@ from pathlib import Path
 from course_lib.dist.processes import Sessions, kill_processes_of_uid
 from course_lib.grading.sandbox import failures
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
-from course_lib.grading.settings import HIDDEN_CHECKS_ENV
+from course_lib.grading.settings import HIDDEN_CHECKS_ENV, code_root_for_fresh_pythons
 
 KERNEL_NAMES = ("distributed-course", "python3")
 AUTOGRADE_PREPROCESSORS = (
@@ -176,8 +176,6 @@ def _attempt(setup: AssignmentSetup, student: str, submission: dict[str, bytes],
 def course_lib_path() -> dict[str, str]:
     """PYTHONPATH for the grading processes when this environment's own course_lib is another checkout's
     (settings.code_root_for_fresh_pythons); nothing otherwise."""
-    from course_lib.grading.settings import code_root_for_fresh_pythons
-
     root = code_root_for_fresh_pythons()
     return {"PYTHONPATH": root} if root else {}
 
