@@ -74,3 +74,28 @@ def test_readme_layout_draws_every_course_lib_folder():
         depth = len(folder.relative_to(ROOT).parts) - 1
         assert (2 * depth, f"{folder.name}/") in drawn, \
             f"README's layout tree has no line for {folder.relative_to(ROOT)}/ (indented {2 * depth} spaces)"
+
+
+def _chapter_folders() -> list[str]:
+    return sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def test_every_chapter_is_on_chapter_00s_map_and_in_readme():
+    """Chapter 00's map and README's chapter table name every chapter (chapter 11 was missing from both)."""
+    import json
+
+    cells = json.loads((ROOT / "solutions" / "00_orientation" / "00_orientation.ipynb").read_text())["cells"]
+    the_map = next("".join(c["source"]) for c in cells if "".join(c["source"]).startswith("## 6. The map"))
+    readme = (ROOT / "README.md").read_text()
+    for folder in _chapter_folders():
+        if folder != "00_orientation":
+            assert f"../{folder}/{folder}.ipynb" in the_map, f"chapter 00's map has no row for {folder}"
+        assert f"| `{folder}` |" in readme, f"README.md's chapter table has no row for {folder}"
+    graded = sum(1 for folder in _chapter_folders()      # a chapter with a graded test cell
+                 if '"grade": true' in (ROOT / "solutions" / folder / f"{folder}.ipynb").read_text())
+    status = re.search(r"\*\*Status:\*\* chapters 00-(\d+) are written; (\w+) of them", readme)
+    assert status, "README's status line should say which chapters exist and how many are graded"
+    assert int(status.group(1)) == len(_chapter_folders()) - 1
+    words = {"nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+    said = status.group(2)
+    assert words.get(said) == graded, f"README's status line says {said} graded chapters, not {graded}"
