@@ -20,7 +20,7 @@ The student's function is named ``manual_backward``; it may use the lesson's own
 
 from __future__ import annotations
 
-from course_lib.grading.checks.ch01_mlp import (
+from course_lib.grading.checks.ch01_mlp.visible import (
     FUNCTION_NAME,
     autograd_gradients,
     compare_gradients,

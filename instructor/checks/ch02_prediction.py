@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from course_lib.grading.checks.ch02_prediction import FUNCTION_NAME, compare_prediction, predictions
+from course_lib.grading.checks.ch02_prediction.visible import FUNCTION_NAME, compare_prediction, predictions
 
 from ._seeds import fresh_seed
 

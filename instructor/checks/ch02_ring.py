@@ -42,9 +42,9 @@ import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
-from course_lib.grading.checks.ch02_ring import REFUSAL
-from course_lib.grading.checks.ch02_ring_judge import forbidden_problems, traffic_problems, value_problems
-from course_lib.grading.checks.ch02_ring_ranks import RingCase, run_student
+from course_lib.grading.checks.ch02_ring.judge import forbidden_problems, traffic_problems, value_problems
+from course_lib.grading.checks.ch02_ring.ranks import RingCase, run_student
+from course_lib.grading.checks.ch02_ring.visible import REFUSAL
 
 from ._seeds import fresh_seed
 

@@ -34,7 +34,7 @@ What each one demands:
 - overlap with buckets: where the contract makes several buckets, each step's first all-reduce starts
   before the step's last gradient is ready (not merely before backward() returns).
 - one rank: plain training, and not a single communication call.
-Every run arms the exercise's refusal (course_lib.grading.checks.ch03_ddp.REFUSAL): a DDP that runs
+Every run arms the exercise's refusal (course_lib.grading.checks.ch03_ddp.visible.REFUSAL): a DDP that runs
 torch's own DDP, DataParallel, replicate(), FSDP1 or any course_lib code scores 0 on each part it reaches.
 The expected points of known-wrong submissions: autograde_tests/fixtures/ddp/expected_scores.json.
 """
@@ -43,16 +43,16 @@ from __future__ import annotations
 
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch03_ddp import REFUSAL
-from course_lib.grading.checks.ch03_ddp_buckets import bucket_problems, early_overlap_problems
-from course_lib.grading.checks.ch03_ddp_judge import (
+from course_lib.grading.checks.ch03_ddp.buckets import bucket_problems, early_overlap_problems
+from course_lib.grading.checks.ch03_ddp.judge import (
     broadcast_problems,
     overlap_problems,
     silence_problems,
     value_problems,
     volume_problems,
 )
-from course_lib.grading.checks.ch03_ddp_ranks import DDPCase, run_student
+from course_lib.grading.checks.ch03_ddp.ranks import DDPCase, run_student
+from course_lib.grading.checks.ch03_ddp.visible import REFUSAL
 
 from ._seeds import fresh_seed
 

@@ -31,15 +31,15 @@ import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch05_schedule import REFUSAL, generate_schedules, schedule_problems
-from course_lib.grading.checks.ch05_stage import REFUSAL as RUN_STAGE_REFUSAL
-from course_lib.grading.checks.ch05_stage import (
+from course_lib.grading.checks.ch05_pipeline.ranks import REFUSAL as RUN_STAGE_REFUSAL
+from course_lib.grading.checks.ch05_pipeline.ranks import (
     gradient_problems,
     mismatch_problems,
     run_mismatched,
     run_student,
     traffic_problems,
 )
+from course_lib.grading.checks.ch05_pipeline.visible import REFUSAL, generate_schedules, schedule_problems
 
 from ._seeds import fresh_seed
 

@@ -25,8 +25,8 @@ import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch05_schedule import generate_schedules, pair_problems
-from course_lib.grading.checks.ch05_zero_bubble import (
+from course_lib.grading.checks.ch05_pipeline.visible import generate_schedules, pair_problems
+from course_lib.grading.checks.ch05_zero_bubble.visible import (
     NAME,
     REFUSAL,
     dependency_problems,

@@ -29,7 +29,7 @@ What each one demands (every check fails if the code raises or hangs):
 - traffic: on 2, 3 and 4 ranks exactly one all_reduce of the MLP's output bytes in forward and one of
   its input gradient's in backward, and no other collective (values are not judged here).
 Every run is under the exercise's refusal (course_lib, DTensor and the functional collectives: REFUSAL in
-course_lib/grading/checks/ch06_tensor_parallel.py), which costs the check that meets it. The expected
+course_lib/grading/checks/ch06_tensor_parallel/visible.py), which costs the check that meets it. The expected
 points of known-wrong submissions: autograde_tests/fixtures/tensor_parallel/expected_scores.json.
 """
 
@@ -38,14 +38,14 @@ from __future__ import annotations
 import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch06_tensor_parallel import students_of
-from course_lib.grading.checks.ch06_tensor_parallel_ranks import (
+from course_lib.grading.checks.ch06_tensor_parallel.ranks import (
     LayerCase,
     run_layers,
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.checks.ch06_tensor_parallel_shards import shard_layouts, shard_problems
+from course_lib.grading.checks.ch06_tensor_parallel.shards import shard_layouts, shard_problems
+from course_lib.grading.checks.ch06_tensor_parallel.visible import students_of
 
 from ._seeds import fresh_seed
 

@@ -26,7 +26,7 @@ import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch06_vocab_loss import (
+from course_lib.grading.checks.ch06_vocab_loss.visible import (
     NAME,
     REFUSAL,
     LossCase,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch07_fsdp import (
+from course_lib.grading.checks.ch07_fsdp.visible import (
     FSDPCase,
     memory_problems,
     precision_problems,

@@ -24,7 +24,7 @@ entries, split over the ranks without overlap, equal AdamW's.
 
 from __future__ import annotations
 
-from course_lib.grading.checks.ch07_optimizer import (
+from course_lib.grading.checks.ch07_optimizer.visible import (
     OptimizerCase,
     api_problems,
     memory_problems,

@@ -25,15 +25,7 @@ import torch
 import torch.distributed as dist
 
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch07_zero import (
-    REFUSAL,
-    close,
-    gathered_problems,
-    shard_problems,
-    summarize,
-    traffic_problems,
-)
-from course_lib.grading.checks.ch07_zero_ranks import (
+from course_lib.grading.checks.ch07_zero.ranks import (
     GATHERS,
     REDUCE_SCATTERS,
     FlatCase,
@@ -42,6 +34,14 @@ from course_lib.grading.checks.ch07_zero_ranks import (
     reduce_scatter_side,
     run_part,
     shard_side,
+)
+from course_lib.grading.checks.ch07_zero.visible import (
+    REFUSAL,
+    close,
+    gathered_problems,
+    shard_problems,
+    summarize,
+    traffic_problems,
 )
 
 from ._seeds import fresh_seed

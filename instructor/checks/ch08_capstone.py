@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 
-from course_lib.grading.checks.ch08_capstone import (
+from course_lib.grading.checks.ch08_capstone.visible import (
     PIECE_OF_DIMENSION,
     REFUSAL,
     check_build_stage,
     check_capstone_loss,
 )
-from course_lib.grading.checks.ch08_mesh import judge_calls, student_answers
+from course_lib.grading.checks.ch08_mesh.visible import judge_calls, student_answers
 
 from ._seeds import fresh_seed
 from .ch08_mesh import enumerate_layout

@@ -28,8 +28,8 @@ import random
 
 import torch
 
-from course_lib.grading.checks.ch08_mesh import check_mesh_matches_torch, judge_calls, student_answers
-from course_lib.grading.checks.ch08_mesh_nodes import check_mesh_bad_shapes
+from course_lib.grading.checks.ch08_mesh.nodes import check_mesh_bad_shapes
+from course_lib.grading.checks.ch08_mesh.visible import check_mesh_matches_torch, judge_calls, student_answers
 
 from ._seeds import fresh_seed
 

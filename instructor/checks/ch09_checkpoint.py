@@ -27,12 +27,12 @@ import random
 
 from course_lib.dist.preemption import Preemption
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch09_checkpoint_runs import (
+from course_lib.grading.checks.ch09_checkpoint.runs import (
     atomic_problems,
     resume_problems,
     round_trip_problems,
 )
-from course_lib.grading.checks.ch09_training_job import TrainingJob
+from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
 
 from ._seeds import fresh_seed
 

@@ -40,15 +40,15 @@ import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
-from course_lib.grading.checks.ch10_ring_attention import MEMORY_CASE, REFUSAL, zigzag_problems
-from course_lib.grading.checks.ch10_ring_attention_judge import (
+from course_lib.grading.checks.ch10_ring_attention.judge import (
     memory_problems,
     right_ranks,
     traffic_problems,
     value_problems,
     work_problems,
 )
-from course_lib.grading.checks.ch10_ring_attention_ranks import AttentionCase, run_student
+from course_lib.grading.checks.ch10_ring_attention.ranks import AttentionCase, run_student
+from course_lib.grading.checks.ch10_ring_attention.visible import MEMORY_CASE, REFUSAL, zigzag_problems
 
 from ._seeds import fresh_seed
 

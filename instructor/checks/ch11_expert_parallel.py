@@ -36,14 +36,14 @@ from __future__ import annotations
 import random
 
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch11_expert_parallel import student_of
-from course_lib.grading.checks.ch11_expert_parallel_judge import (
+from course_lib.grading.checks.ch11_expert_parallel.judge import (
     capacity_problems,
     gradient_problems,
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.checks.ch11_expert_parallel_ranks import MoECase, run_cases
+from course_lib.grading.checks.ch11_expert_parallel.ranks import MoECase, run_cases
+from course_lib.grading.checks.ch11_expert_parallel.visible import student_of
 
 from ._seeds import fresh_seed
 

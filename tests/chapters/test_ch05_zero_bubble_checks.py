@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from course_lib import sim
-from course_lib.grading.attempt.cells import answer_sources
-from course_lib.grading.checks import ch05_zero_bubble as zb
+from course_lib.grading.checks.ch05_zero_bubble import visible as zb
+from course_lib.notebook_cells import answer_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "05_pipeline_parallel" / "05_pipeline_parallel.ipynb"

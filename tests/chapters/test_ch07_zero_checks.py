@@ -9,8 +9,10 @@ import torch
 
 from course_lib.dist import run_ranks
 from course_lib.grading.attempt.student_function import StudentFunction
-from course_lib.grading.checks import ch07_fsdp, ch07_optimizer, ch07_zero
-from course_lib.grading.checks.ch07_zero_ranks import FlatCase, case_tensors, gather_side
+from course_lib.grading.checks.ch07_fsdp import visible as ch07_fsdp
+from course_lib.grading.checks.ch07_optimizer import visible as ch07_optimizer
+from course_lib.grading.checks.ch07_zero import visible as ch07_zero
+from course_lib.grading.checks.ch07_zero.ranks import FlatCase, case_tensors, gather_side
 
 
 def test_the_visible_shards_are_the_counting_tensors_flattened_padded_and_cut_in_three():

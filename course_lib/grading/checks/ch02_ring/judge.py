@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.grading.attempt.rank_attempt import RankRun
-from course_lib.grading.checks.ch02_ring_ranks import DTYPES, FORBIDDEN_REASON, RingCase, expected_result
+from course_lib.grading.checks.ch02_ring.ranks import DTYPES, FORBIDDEN_REASON, RingCase, expected_result
 
 SENDS, RECEIVES = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})
 MESSAGES_PER_PHASE = {"reduce_scatter": 1, "all_gather": 1, "all_reduce": 2}  # times (N - 1)

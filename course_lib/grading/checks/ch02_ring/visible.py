@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from course_lib.grading.attempt.rank_attempt import RankRun, fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch02_ring_judge import (
+from course_lib.grading.checks.ch02_ring.judge import (
     SENDS,
     close_to,
     forbidden_problems,
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.checks.ch02_ring_ranks import RingCase, run_student
+from course_lib.grading.checks.ch02_ring.ranks import RingCase, run_student
 
 # The ring's schedule is the exercise: course_lib holds it (the simulator plays the ring, the drawing
 # replays it), so an answer may not run course_lib; the collectives are refused by the traffic recorder.

@@ -13,8 +13,8 @@ import math
 from torch import nn
 
 from course_lib.grading.attempt.rank_attempt import RankRun
-from course_lib.grading.checks.ch03_ddp_judge import COMMUNICATION, step_timeline_text, steps_of
-from course_lib.grading.checks.ch03_ddp_ranks import build_model
+from course_lib.grading.checks.ch03_ddp.judge import COMMUNICATION, step_timeline_text, steps_of
+from course_lib.grading.checks.ch03_ddp.ranks import build_model
 
 
 def expected_bucket_bytes(model: nn.Module, bucket_size_mb: float | None) -> list[int]:

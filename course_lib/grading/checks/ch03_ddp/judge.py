@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from course_lib.grading.attempt.rank_attempt import RankRun
-from course_lib.grading.checks.ch03_ddp_ranks import (
+from course_lib.grading.checks.ch03_ddp.ranks import (
     LEARNING_RATE,
     DDPCase,
     build_model,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from course_lib.grading.attempt.cells import sources_by_id
 from course_lib.grading.attempt.student_function import STUDENT_PRELUDE
-from course_lib.grading.checks.ch02_ring import check_ring_all_reduce
+from course_lib.grading.checks.ch02_ring.visible import check_ring_all_reduce
+from course_lib.notebook_cells import sources_by_id
 
 CHAPTER_02 = Path("..") / "02_collectives" / "02_collectives.ipynb"
 RING_CELLS = ("ring_reduce_scatter", "ring_all_gather", "ring_all_reduce")

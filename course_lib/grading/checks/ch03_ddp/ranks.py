@@ -17,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from course_lib.dist import record_traffic, run_ranks
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, run_on_ranks
-from course_lib.grading.checks.ch03_ddp_models import MODELS, build_model  # noqa: F401 - MODELS re-exported
+from course_lib.grading.checks.ch03_ddp.models import MODELS, build_model  # noqa: F401 - MODELS re-exported
 
 LEARNING_RATE, STEPS, PER_RANK_BATCH = 0.05, 5, 4
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 from course_lib.grading.attempt.rank_attempt import RankRun, fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch03_ddp_buckets import bucket_problems, early_overlap_problems
-from course_lib.grading.checks.ch03_ddp_judge import (
+from course_lib.grading.checks.ch03_ddp.buckets import bucket_problems, early_overlap_problems
+from course_lib.grading.checks.ch03_ddp.judge import (
     broadcast_problems,
     overlap_problems,
     silence_problems,
     value_problems,
     volume_problems,
 )
-from course_lib.grading.checks.ch03_ddp_ranks import DDPCase, run_student
+from course_lib.grading.checks.ch03_ddp.ranks import DDPCase, run_student
 
 # torch's own data parallelism, in every form that would do the exercise: DDP (and its C++ reducer, which
 # these modules drive), its communication hooks, DataParallel, composable replicate() (plain and over

@@ -15,7 +15,7 @@ from course_lib.dist import record_traffic
 from course_lib.grading.attempt.rank_attempt import FailureText, fail_with, frames_after, run_on_ranks
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch05_schedule import PIPELINING
+from course_lib.grading.checks.ch05_pipeline.visible import PIPELINING
 from course_lib.models import STACK_WIDTH, make_layer_stack, split_into_stages
 from course_lib.sim import pipeline_schedule
 

@@ -13,7 +13,7 @@ from course_lib import sim
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch05_schedule import (
+from course_lib.grading.checks.ch05_pipeline.visible import (
     PIPELINING,
     deadlock_problem,
     generate_schedules,

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from course_lib.dist import RankFailure, RanksHungError, run_ranks
-from course_lib.grading.checks.ch06_tensor_parallel_ranks import (
+from course_lib.grading.checks.ch06_tensor_parallel.ranks import (
     NAMES,
     _close,
     _filled,

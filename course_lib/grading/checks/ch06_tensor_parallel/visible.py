@@ -12,7 +12,7 @@ from course_lib.dist import run_ranks
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch06_tensor_parallel_ranks import (
+from course_lib.grading.checks.ch06_tensor_parallel.ranks import (
     NAMES,
     LayerCase,
     _close,
@@ -24,8 +24,8 @@ from course_lib.grading.checks.ch06_tensor_parallel_ranks import (
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.checks.ch06_tensor_parallel_shards import shard_layouts, shard_problems
-from course_lib.grading.checks.ch06_vocab_loss import TP_MODULES
+from course_lib.grading.checks.ch06_tensor_parallel.shards import shard_layouts, shard_problems
+from course_lib.grading.checks.ch06_vocab_loss.visible import TP_MODULES
 
 # DTensor's tensor parallelism (parallelize_module, ColwiseParallel, RowwiseParallel) places the collectives
 # this exercise is about, through functional collectives the traffic recorder does not see.

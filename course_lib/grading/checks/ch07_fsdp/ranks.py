@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from course_lib.dist import record_traffic
-from course_lib.grading.checks.ch07_probes import (
+from course_lib.grading.checks.ch07_zero.probes import (
     LiveTensorBytes,
     drop_gradients_at_once,
     measure_at_every_layer,

@@ -13,8 +13,8 @@ import torch
 
 from course_lib.grading.attempt.rank_attempt import attempt, fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch07_fsdp_ranks import FSDPCase, fsdp_side, reference
-from course_lib.grading.checks.ch07_zero_ranks import GATHERS, REDUCE_SCATTERS, chapter_refusal
+from course_lib.grading.checks.ch07_fsdp.ranks import FSDPCase, fsdp_side, reference
+from course_lib.grading.checks.ch07_zero.ranks import GATHERS, REDUCE_SCATTERS, chapter_refusal
 
 REFUSAL = chapter_refusal("your FSDP")
 # In low precision the parameters may differ from float32 training by this share of how far training

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch import nn
 
 from course_lib.dist import record_traffic
-from course_lib.grading.checks.ch07_probes import closure_of
+from course_lib.grading.checks.ch07_zero.probes import closure_of
 
 ADAMW = {"lr": 1e-2, "weight_decay": 0.1}
 HYPERPARAMETERS = ("lr", "betas", "eps", "weight_decay")

@@ -12,7 +12,7 @@ import torch
 
 from course_lib.grading.attempt.rank_attempt import attempt, fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch07_optimizer_ranks import (
+from course_lib.grading.checks.ch07_optimizer.ranks import (
     ADAMW,
     HYPERPARAMETERS,
     OptimizerCase,
@@ -23,8 +23,8 @@ from course_lib.grading.checks.ch07_optimizer_ranks import (
     state_bytes,
     train,
 )
-from course_lib.grading.checks.ch07_zero import GATHERS
-from course_lib.grading.checks.ch07_zero_ranks import chapter_refusal
+from course_lib.grading.checks.ch07_zero.ranks import chapter_refusal
+from course_lib.grading.checks.ch07_zero.visible import GATHERS
 
 REFUSAL = chapter_refusal("your ShardedOptimizer")
 VISIBLE_TIMEOUT_S = 30

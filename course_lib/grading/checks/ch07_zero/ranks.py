@@ -28,7 +28,7 @@ TORCH_ZERO_AND_FSDP = ("torch.distributed.optim.zero_redundancy_optimizer", "tor
 
 def chapter_refusal(exercise: str) -> Refusal:
     """What every answer of chapter 07 may not run: torch's ZeRO and FSDP, and course_lib."""
-    return Refusal(exercise, modules=TORCH_ZERO_AND_FSDP, allowed=("grading/checks/ch07_probes.py",),
+    return Refusal(exercise, modules=TORCH_ZERO_AND_FSDP, allowed=("grading/checks/ch07_zero/probes.py",),
                    why="the exercise is to shard parameters, gradients and optimizer state yourself")
 
 

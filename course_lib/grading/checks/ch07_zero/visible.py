@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch07_zero_ranks import (
+from course_lib.grading.checks.ch07_zero.ranks import (
     GATHERS,
     REDUCE_SCATTERS,
     FlatCase,

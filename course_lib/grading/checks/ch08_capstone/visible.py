@@ -19,7 +19,7 @@ from course_lib.capstone.standins import tensor_parallel
 from course_lib.grading.attempt.rank_attempt import FailureText, fail_with, run_on_ranks
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch08_mesh import judge_calls, student_answers, torch_reference
+from course_lib.grading.checks.ch08_mesh.visible import judge_calls, student_answers, torch_reference
 from course_lib.models import make_transformer_block
 
 # The capstone hands the answer its groups (capstone/groups.py) and its pieces (capstone/run.py, played by

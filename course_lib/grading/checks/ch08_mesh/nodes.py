@@ -7,7 +7,7 @@ Expectations come from torch's DeviceMesh on real ranks (torch's own layout) or 
 from __future__ import annotations
 
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch08_mesh import (
+from course_lib.grading.checks.ch08_mesh.visible import (
     PLACED,
     PLACED_INSIDE_NODE,
     VISIBLE_MESHES,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from course_lib.dist.preemption import PreemptedRun, Preemption, run_preempted
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch09_checkpoint_judge import (
+from course_lib.grading.checks.ch09_checkpoint.judge import (
     exact_problems,
     resume_window_problems,
     run_failure,
@@ -23,7 +23,7 @@ from course_lib.grading.checks.ch09_checkpoint_judge import (
     state_difference,
     training_problems,
 )
-from course_lib.grading.checks.ch09_checkpoint_ranks import (
+from course_lib.grading.checks.ch09_checkpoint.ranks import (
     load_side,
     make_state,
     round_trip_side,
@@ -31,14 +31,14 @@ from course_lib.grading.checks.ch09_checkpoint_ranks import (
     scratch_folder,
     train_side,
 )
-from course_lib.grading.checks.ch09_training_job import TrainingJob
+from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
 
 REFUSAL = Refusal(
     "your checkpointing", modules=("torch.distributed.checkpoint._experimental",),
     why="its Checkpointer writes each rank's file, waits for every rank at a barrier and commits: the "
         "protocol this exercise asks you to design (torch.save, torch.load and DCP's save and load are "
         "allowed)",
-    allowed=("grading/checks/ch09_training_job.py", "dist/preemption_rank.py"))
+    allowed=("grading/checks/ch09_checkpoint/training_job.py", "dist/preemption_rank.py"))
 
 
 def students(**functions):

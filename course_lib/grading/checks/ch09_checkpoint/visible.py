@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from course_lib.dist.preemption import Preemption
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch09_checkpoint_runs import (
+from course_lib.grading.checks.ch09_checkpoint.runs import (
     REFUSAL,
     SaveProfile,
     atomic_problems,
     resume_problems,
     round_trip_problems,
 )
-from course_lib.grading.checks.ch09_training_job import TrainingJob
+from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
 
 __all__ = ["REFUSAL", "TrainingJob", "check_checkpoint_atomic", "check_checkpoint_round_trip",
            "check_resume_after_sigkill", "check_resume_after_sigterm", "check_resume_on_new_world_size",

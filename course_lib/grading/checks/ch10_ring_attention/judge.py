@@ -10,7 +10,7 @@ import torch
 
 from course_lib.dist.sequence_split import layout_positions
 from course_lib.grading.attempt.rank_attempt import RankRun
-from course_lib.grading.checks.ch10_ring_attention_ranks import (
+from course_lib.grading.checks.ch10_ring_attention.ranks import (
     DTYPES,
     FORBIDDEN_REASON,
     AttentionCase,

@@ -12,7 +12,7 @@ from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch10_ring_attention_judge import (
+from course_lib.grading.checks.ch10_ring_attention.judge import (
     kv_bytes,
     memory_problems,
     right_ranks,
@@ -20,7 +20,7 @@ from course_lib.grading.checks.ch10_ring_attention_judge import (
     value_problems,
     work_problems,
 )
-from course_lib.grading.checks.ch10_ring_attention_ranks import AttentionCase, run_student
+from course_lib.grading.checks.ch10_ring_attention.ranks import AttentionCase, run_student
 
 __all__ = ["REFUSAL", "check_ring_attention", "check_ring_attention_causal",
            "check_ring_attention_skips_masked", "check_ring_attention_stable", "check_ring_attention_traffic",

@@ -12,7 +12,7 @@ import torch
 
 from course_lib.examples.one_process_moe import dense_moe, gate_matrix
 from course_lib.grading.attempt.rank_attempt import RankRun
-from course_lib.grading.checks.ch11_expert_parallel_ranks import DTYPES, MoECase, case_data
+from course_lib.grading.checks.ch11_expert_parallel.ranks import DTYPES, MoECase, case_data
 
 TOLERANCE = {"float32": 2e-4, "float64": 1e-9}
 COUNT_BYTES = 8       # an int64 count: the most a count exchange may send per expert

@@ -10,13 +10,13 @@ from __future__ import annotations
 from course_lib.grading.attempt.rank_attempt import RankRun, fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch11_expert_parallel_judge import (
+from course_lib.grading.checks.ch11_expert_parallel.judge import (
     capacity_problems,
     gradient_problems,
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.checks.ch11_expert_parallel_ranks import MoECase, run_cases
+from course_lib.grading.checks.ch11_expert_parallel.ranks import MoECase, run_cases
 
 REFUSAL = Refusal(
     "your expert-parallel dispatch",
