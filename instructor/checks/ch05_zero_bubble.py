@@ -27,13 +27,12 @@ from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch05_pipeline.visible import generate_schedules, pair_problems
-from course_lib.grading.checks.ch05_zero_bubble.visible import (
-    NAME,
-    REFUSAL,
+from course_lib.grading.checks.ch05_zero_bubble.judge import (
     dependency_problems,
     makespan_problems,
     memory_problems,
 )
+from course_lib.grading.checks.ch05_zero_bubble.visible import NAME, REFUSAL
 
 from ._seeds import fresh_seed
 

@@ -39,12 +39,8 @@ import random
 
 from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch06_tensor_parallel.ranks import (
-    LayerCase,
-    run_layers,
-    traffic_problems,
-    value_problems,
-)
+from course_lib.grading.checks.ch06_tensor_parallel.judge import traffic_problems, value_problems
+from course_lib.grading.checks.ch06_tensor_parallel.ranks import LayerCase, run_layers
 from course_lib.grading.checks.ch06_tensor_parallel.shards import shard_layouts, shard_problems
 from course_lib.grading.checks.ch06_tensor_parallel.visible import REFUSAL, students_of
 

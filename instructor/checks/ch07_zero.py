@@ -26,6 +26,7 @@ import torch.distributed as dist
 
 from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.checks.ch07_zero.judge import summarize
 from course_lib.grading.checks.ch07_zero.ranks import (
     GATHERS,
     REDUCE_SCATTERS,
@@ -41,7 +42,6 @@ from course_lib.grading.checks.ch07_zero.visible import (
     close,
     gathered_problems,
     shard_problems,
-    summarize,
     traffic_problems,
 )
 

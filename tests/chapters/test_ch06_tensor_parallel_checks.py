@@ -6,15 +6,13 @@ from pathlib import Path
 import torch
 
 from course_lib.grading.attempt.rank_attempt import RankRun
-from course_lib.grading.checks.ch06_tensor_parallel.ranks import (
-    LayerCase,
+from course_lib.grading.checks.ch06_tensor_parallel.judge import (
     _filled,
     _reference,
-    build_full,
-    case_tensors,
     traffic_problems,
     value_problems,
 )
+from course_lib.grading.checks.ch06_tensor_parallel.ranks import LayerCase, build_full, case_tensors
 from course_lib.grading.checks.ch06_tensor_parallel.shards import (
     _judge_shards,
     _trains_the_layer,

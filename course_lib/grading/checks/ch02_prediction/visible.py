@@ -5,43 +5,16 @@ The reference is the simulator's closed form (``collective_time`` with gloo's se
 
 from __future__ import annotations
 
-import math
-
 from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
 from course_lib.grading.attempt.refusals import Refusal
-from course_lib.sim import Link, collective_time
+from course_lib.grading.checks.ch02_prediction.judge import (
+    FUNCTION_NAME,
+    GLOO_SEGMENT_BYTES,
+    compare_prediction,
+)
 
-FUNCTION_NAME = "predict_gloo_all_reduce"
 # The formula is the exercise: the course's simulator (which has it) may not compute it for the student.
 REFUSAL = Refusal(FUNCTION_NAME, why="write the alpha-beta formula yourself, from math alone")
-GLOO_SEGMENT_BYTES = 1 << 20          # gloo's kMaxSegmentSize (course_lib.dist.GLOO_SEGMENT_BYTES)
-
-
-def reference_time(nbytes, world_size, latency, bandwidth, segment_bytes=GLOO_SEGMENT_BYTES) -> float:
-    """The closed form the exercise asks for, from the simulator (segments one after the other)."""
-    return collective_time("all_reduce", nbytes, world_size, Link(latency, bandwidth), "ring",
-                           segment_bytes=segment_bytes, in_flight=1)
-
-
-def _textbook(nbytes, world_size, latency, bandwidth) -> float:
-    return collective_time("all_reduce", nbytes, world_size, Link(latency, bandwidth), "ring")
-
-
-def compare_prediction(got, case: tuple, where: str) -> None:
-    """Raise AssertionError naming the case when ``got`` is not the closed form of ``case``."""
-    nbytes, world_size, latency, bandwidth, segment_bytes = case
-    expected = reference_time(*case)
-    spelled = (f"nbytes={nbytes:g}, world_size={world_size}, latency={latency:g}, bandwidth={bandwidth:g}, "
-               f"segment_bytes={segment_bytes:g}")
-    if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isfinite(got):
-        raise AssertionError(f"{FUNCTION_NAME}({spelled}) returned {got!r}: return the seconds as a number "
-                             f"({where})")
-    if not math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-15):
-        textbook = _textbook(nbytes, world_size, latency, bandwidth)
-        hint = (" (that is the textbook ring, one message per chunk: gloo cuts chunks into segments)"
-                if math.isclose(got, textbook, rel_tol=1e-9) else "")
-        raise AssertionError(f"{FUNCTION_NAME}({spelled}) returned {got:.6g} s, expected {expected:.6g} s"
-                             f"{hint} ({where})")
 
 
 VISIBLE_CASES = [(4096, 2, 50e-6, 1e9, GLOO_SEGMENT_BYTES), (64 << 20, 2, 50e-6, 1e9, GLOO_SEGMENT_BYTES),

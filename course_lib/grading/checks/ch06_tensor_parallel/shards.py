@@ -12,13 +12,8 @@ import torch
 from torch import nn
 
 from course_lib.dist import RankFailure, RanksHungError, run_ranks
-from course_lib.grading.checks.ch06_tensor_parallel.ranks import (
-    NAMES,
-    _close,
-    _filled,
-    _shape,
-    _student_frames,
-)
+from course_lib.grading.checks.ch06_tensor_parallel.judge import _close, _filled, _shape
+from course_lib.grading.checks.ch06_tensor_parallel.ranks import NAMES, _student_frames
 
 
 def _run_shards(rank, world_size, students, layouts, seed):

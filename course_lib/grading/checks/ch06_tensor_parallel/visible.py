@@ -12,17 +12,15 @@ from course_lib.dist import run_ranks
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
+from course_lib.grading.checks.ch06_tensor_parallel.judge import _close, traffic_problems, value_problems
 from course_lib.grading.checks.ch06_tensor_parallel.ranks import (
     NAMES,
     LayerCase,
-    _close,
     _sharded,
     backpropagate,
     build_full,
     case_tensors,
     run_layers,
-    traffic_problems,
-    value_problems,
 )
 from course_lib.grading.checks.ch06_tensor_parallel.shards import shard_layouts, shard_problems
 from course_lib.grading.checks.ch06_vocab_loss.visible import TP_MODULES

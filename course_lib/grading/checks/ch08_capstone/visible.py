@@ -9,18 +9,13 @@ allows those files and refuses the rest of course_lib.
 
 from __future__ import annotations
 
-import copy
-
-import torch
-import torch.distributed as dist
-
-from course_lib.capstone.run import MESH_NAMES, MESH_SHAPE, Pieces, run_capstone, single_process_losses
-from course_lib.capstone.standins import tensor_parallel
+from course_lib.capstone.run import MESH_NAMES, MESH_SHAPE, run_capstone, single_process_losses
 from course_lib.grading.attempt.rank_attempt import FailureText, fail_with, run_on_ranks
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
+from course_lib.grading.checks.ch08_capstone.judge import stage_problems
+from course_lib.grading.checks.ch08_capstone.ranks import stage_side
 from course_lib.grading.checks.ch08_mesh.visible import judge_calls, student_answers, torch_reference
-from course_lib.models import make_transformer_block
 
 # The capstone hands the answer its groups (capstone/groups.py) and its pieces (capstone/run.py, played by
 # the student's own chapter 03/05/06 answers or PyTorch's stand-ins): those it may run; nothing else.
@@ -49,56 +44,11 @@ def check_capstone_groups(capstone_groups) -> None:
     print(f"capstone_groups: right on {len(VISIBLE_MESHES[8])} meshes, every rank")
 
 
-def _linear_weights(module) -> int:
-    """Elements of the matrix parameters a rank holds (its shard of a DTensor), norms left out."""
-    return sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in module.parameters()
-               if p.dim() == 2)
-
-
-def _stage_rank(rank, world_size, build_stage, layers, seed):
-    """Rank side: the student's stage against the unsharded blocks, on one input, forward and backward."""
-    build_stage = build_stage.resolve()
-    blocks = [make_transformer_block(seed=seed + i) for i in range(layers)]
-    whole = torch.nn.Sequential(*copy.deepcopy(blocks))
-    x = torch.randn(2, 8, blocks[0].attention.q.in_features, generator=torch.Generator().manual_seed(seed))
-    x_whole, x_mine = x.clone().requires_grad_(), x.clone().requires_grad_()
-    expected = whole(x_whole)
-    expected.square().sum().backward()
-    pieces = Pieces(0, 1, {"tensor_parallel": tensor_parallel(dist.group.WORLD)}, {})
-    try:
-        stage = build_stage(blocks, pieces)
-        out = stage(x_mine)
-        out.square().sum().backward()
-    except Exception as error:   # noqa: BLE001 - reported as the student's error
-        return {"error": f"{type(error).__name__}: {error}"[:400]}
-    with torch.no_grad():
-        gaps = {"output": float((out - expected).abs().max()),
-                "input_grad": float((x_mine.grad - x_whole.grad).abs().max())}
-    return {"held": _linear_weights(stage), "whole": _linear_weights(whole), **gaps}
-
-
-def stage_problems(results: list, layers: int, tp: int) -> list[str]:
-    problems = []
-    for rank, result in enumerate(results):
-        if "error" in result:
-            problems.append(f"rank {rank}: build_stage or its stage raised {result['error']}")
-            continue
-        if result["held"] > result["whole"] / tp:
-            problems.append(f"rank {rank}: the stage holds {result['held']} matrix weights of the blocks' "
-                            f"{result['whole']}; with tensor parallelism over {tp} ranks each rank should "
-                            f"hold 1/{tp} of every one (split every Linear of the blocks)")
-        for what in ("output", "input_grad"):
-            if not result[what] <= 1e-5:
-                problems.append(f"rank {rank}: the stage's {what.replace('_', ' ')} differs from the "
-                                f"unsharded blocks' by {result[what]:.3g}")
-    return problems
-
-
 def check_build_stage(build_stage, layers: int = 2, seed: int = 0, tp: int = 2) -> None:
     """On ``tp`` ranks: the stage gives the unsharded blocks' output and input gradient, and every rank
     holds 1/tp of the blocks' matrix weights."""
     student = as_student_function(build_stage, "build_stage", refusal=REFUSAL)
-    run = run_on_ranks(_stage_rank, tp, student, layers, seed, text=FailureText("build_stage"),
+    run = run_on_ranks(stage_side, tp, student, layers, seed, text=FailureText("build_stage"),
                        timeout=RANK_TIMEOUT_S)
     fail_with([run.error] if run.error else stage_problems(run.per_rank, layers, tp), "build_stage")
     print(f"build_stage: {layers} blocks split over {tp} ranks, same output and gradients as unsharded, "

@@ -7,11 +7,11 @@ Expectations come from torch's DeviceMesh on real ranks (torch's own layout) or 
 from __future__ import annotations
 
 from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.checks.ch08_mesh.judge import inside_node_from_groups
 from course_lib.grading.checks.ch08_mesh.visible import (
     PLACED,
     PLACED_INSIDE_NODE,
     VISIBLE_MESHES,
-    inside_node_from_groups,
     judge_calls,
     student_answers,
     torch_reference,
