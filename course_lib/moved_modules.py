@@ -17,24 +17,24 @@ UNTIL = "2027-09-01"   # the end of the 2026-27 academic year: every notebook re
 MOVED = {
     "course_lib.dist.calibrate": "course_lib.dist.calibration",
     **{f"course_lib.grading.{old}": f"course_lib.grading.{new}" for old, new in {
-        "mlp_checks": "checks.ch01_mlp",
-        "ring_checks": "checks.ch02_ring",
-        "ring_ranks": "checks.ch02_ring_ranks",
-        "ring_judge": "checks.ch02_ring_judge",
-        "prediction_checks": "checks.ch02_prediction",
-        "ddp_checks": "checks.ch03_ddp",
-        "ddp_runs": "checks.ch03_ddp_ranks",
-        "own_ring": "checks.ch03_own_ring",
-        "pipeline_checks": "checks.ch05_schedule",
-        "pipeline_stage_checks": "checks.ch05_stage",
-        "tensor_parallel_checks": "checks.ch06_tensor_parallel",
-        "tensor_parallel_shards": "checks.ch06_tensor_parallel_shards",
-        "tensor_parallel_runs": "checks.ch06_tensor_parallel_ranks",
-        "zero_checks": "checks.ch07_zero",
-        "optimizer_checks": "checks.ch07_optimizer",
-        "fsdp_checks": "checks.ch07_fsdp",
-        "mesh_checks": "checks.ch08_mesh",
-        "capstone_checks": "checks.ch08_capstone",
+        "mlp_checks": "checks.ch01_mlp.visible",
+        "ring_checks": "checks.ch02_ring.visible",
+        "ring_ranks": "checks.ch02_ring.ranks",
+        "ring_judge": "checks.ch02_ring.judge",
+        "prediction_checks": "checks.ch02_prediction.visible",
+        "ddp_checks": "checks.ch03_ddp.visible",
+        "ddp_runs": "checks.ch03_ddp.ranks",
+        "own_ring": "checks.ch03_ddp.own_ring",
+        "pipeline_checks": "checks.ch05_pipeline.visible",
+        "pipeline_stage_checks": "checks.ch05_pipeline.ranks",
+        "tensor_parallel_checks": "checks.ch06_tensor_parallel.visible",
+        "tensor_parallel_shards": "checks.ch06_tensor_parallel.shards",
+        "tensor_parallel_runs": "checks.ch06_tensor_parallel.ranks",
+        "zero_checks": "checks.ch07_zero.visible",
+        "optimizer_checks": "checks.ch07_optimizer.visible",
+        "fsdp_checks": "checks.ch07_fsdp.visible",
+        "mesh_checks": "checks.ch08_mesh.visible",
+        "capstone_checks": "checks.ch08_capstone.visible",
         "rank_attempt": "attempt.rank_attempt",
         "isolation": "attempt.isolation",
         "student_function": "attempt.student_function",
@@ -56,6 +56,33 @@ MOVED = {
         "slurm_array": "slurm.array_tasks",
         "slurm_grading": "slurm.array_grading",
     }.items()},
+    "course_lib.grading.attempt.cells": "course_lib.notebook_cells",
+    **{f"course_lib.grading.checks.{old}": f"course_lib.grading.checks.{new}" for old, new in {
+        "ch02_ring_judge": "ch02_ring.judge",
+        "ch02_ring_ranks": "ch02_ring.ranks",
+        "ch03_ddp_buckets": "ch03_ddp.buckets",
+        "ch03_ddp_judge": "ch03_ddp.judge",
+        "ch03_ddp_models": "ch03_ddp.models",
+        "ch03_ddp_ranks": "ch03_ddp.ranks",
+        "ch03_own_ring": "ch03_ddp.own_ring",
+        "ch05_schedule": "ch05_pipeline.visible",
+        "ch05_stage": "ch05_pipeline.ranks",
+        "ch06_tensor_parallel_ranks": "ch06_tensor_parallel.ranks",
+        "ch06_tensor_parallel_shards": "ch06_tensor_parallel.shards",
+        "ch07_fsdp_ranks": "ch07_fsdp.ranks",
+        "ch07_optimizer_ranks": "ch07_optimizer.ranks",
+        "ch07_probes": "ch07_zero.probes",
+        "ch07_zero_ranks": "ch07_zero.ranks",
+        "ch08_mesh_nodes": "ch08_mesh.nodes",
+        "ch09_checkpoint_judge": "ch09_checkpoint.judge",
+        "ch09_checkpoint_ranks": "ch09_checkpoint.ranks",
+        "ch09_checkpoint_runs": "ch09_checkpoint.runs",
+        "ch09_training_job": "ch09_checkpoint.training_job",
+        "ch10_ring_attention_judge": "ch10_ring_attention.judge",
+        "ch10_ring_attention_ranks": "ch10_ring_attention.ranks",
+        "ch11_expert_parallel_judge": "ch11_expert_parallel.judge",
+        "ch11_expert_parallel_ranks": "ch11_expert_parallel.ranks",
+    }.items()},
 }
 
 
@@ -73,6 +100,21 @@ class MovedModule(types.ModuleType):
 
     def __dir__(self) -> list[str]:
         return dir(importlib.import_module(self.__moved_to__))
+
+
+def read_through(new: str):
+    """A package that took an old module's path (``checks.ch02_ring``, now a folder): the module-level
+    ``__getattr__`` and ``__dir__`` (PEP 562) that read its unknown names from ``new`` until UNTIL."""
+
+    def __getattr__(name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return getattr(importlib.import_module(new), name)
+
+    def __dir__() -> list[str]:
+        return dir(importlib.import_module(new))
+
+    return __getattr__, __dir__
 
 
 def install(package: str) -> None:

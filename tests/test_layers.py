@@ -15,16 +15,16 @@ ROOT = Path(__file__).resolve().parents[1] / "course_lib"
 # Bottom to top: a unit may import its own layer and those below. The grading folders follow a check's
 # life: the sandbox cages it, attempt runs student code, checks judge, the autograder grades a class.
 LAYERS = [
-    ("__init__.py", "moved_modules.py"),
+    ("__init__.py", "moved_modules.py", "notebook_cells.py"),
     ("sim",),
     ("models.py",),
     ("dist",),
     ("viz",),
     ("examples",),
+    ("capstone",),
     ("grading/__init__.py", "grading/settings.py"),
     ("grading/sandbox",),
     ("grading/attempt",),
-    ("capstone",),
     ("grading/checks",),
     ("grading/autograder",),
     ("grading/slurm",),
@@ -77,7 +77,7 @@ def test_a_deliberate_back_import_fails_each_rule(tmp_path):
     dist = copy / "dist" / "wire.py"
     dist.write_text(dist.read_text() + "\nfrom course_lib.grading.checks import ch02_ring  # a back-import\n")
     policy = copy / "grading" / "sandbox" / "policy.py"
-    policy.write_text(policy.read_text() + "\nfrom course_lib.grading.attempt import cells  # a circle\n")
+    policy.write_text(policy.read_text() + "\nfrom course_lib.grading.attempt import isolation  # a circle\n")
     leak = copy / "grading" / "settings.py"
     leak.write_text(leak.read_text() + '\nREGISTRY = "instructor/registry.py"\n')
 

@@ -27,7 +27,15 @@ def test_every_old_path_reaches_the_module_that_now_holds_it():
 def test_an_old_notebook_cell_still_runs():
     assert _python("from course_lib.grading.ring_checks import check_ring_all_reduce\n"
                    "from course_lib.grading.hidden import instructor_checks\n"
-                   "print(check_ring_all_reduce.__module__)") == "course_lib.grading.checks.ch02_ring"
+                   "print(check_ring_all_reduce.__module__)") == "course_lib.grading.checks.ch02_ring.visible"
+
+
+def test_a_flat_check_module_that_became_an_exercise_folder_still_reads_its_names():
+    """``checks.ch02_ring`` was a module and is now the exercise's folder: it reads through to visible.py."""
+    out = _python("from course_lib.grading.checks.ch02_ring import check_ring_all_reduce, REFUSAL\n"
+                  "import course_lib.grading.checks.ch10_ring_attention as folder\n"
+                  "print(check_ring_all_reduce.__module__, 'check_ring_attention' in dir(folder))")
+    assert out == "course_lib.grading.checks.ch02_ring.visible True"
 
 
 def test_the_old_calibrate_module_path_does_not_shadow_the_calibrate_function():

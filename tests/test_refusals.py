@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import course_lib.grading.checks.ch02_prediction  # noqa: F401 - loaded, as wherever checks run
+import course_lib.grading.checks.ch02_prediction.visible  # noqa: F401 - loaded, as wherever checks run
 import course_lib.sim  # noqa: F401
 from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
 from course_lib.grading.attempt.refusals import Refusal
@@ -160,7 +160,7 @@ def test_course_code_the_answer_may_use_acts_for_its_caller():
     reference formula it takes from the simulator stays refused (visible checks never bless a call)."""
     source = ("import sys\n"
               "def answer(s, m):\n"
-              "    checks = sys.modules['course_lib.grading.checks.ch02_prediction']\n"
+              "    checks = sys.modules['course_lib.grading.checks.ch02_prediction.judge']\n"
               "    return checks.reference_time(4096, s, 5e-5, 1e9)\n")
     assert "from course_lib" in _refused(source)
 

@@ -13,7 +13,7 @@ from tests.support.notebooks import NotebookFailed, code_outputs_text, execute_n
 pytestmark = pytest.mark.slow
 
 LESSON = ("import math\nfrom math import ceil\n"
-          "from course_lib.grading.checks.ch02_prediction import check_gloo_prediction")
+          "from course_lib.grading.checks.ch02_prediction.visible import check_gloo_prediction")
 HONEST = """def predict_gloo_all_reduce(nbytes, world_size, latency, bandwidth, segment_bytes=2**20):
     if world_size == 1:
         return 0.0

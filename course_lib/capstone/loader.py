@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_lib.grading.attempt.cells import sources_by_id
+from course_lib.notebook_cells import sources_by_id
 
 # piece -> (chapter folder, the graded cells holding its answer, the names the cells must define)
 PIECES = {

@@ -20,8 +20,10 @@ The student's function is named ``manual_backward``; it may use the lesson's own
 
 from __future__ import annotations
 
-from course_lib.grading.checks.ch01_mlp import (
+from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.checks.ch01_mlp.visible import (
     FUNCTION_NAME,
+    REFUSAL,
     autograd_gradients,
     compare_gradients,
     gradients_by_hand,
@@ -71,3 +73,19 @@ def check_manual_backward_hidden_batch_of_one(manual_backward) -> None:
              (rng.randrange(2**31), 1, (rng.randint(1, 9), rng.randint(1, 9), 1), 0.0),
              (rng.randrange(2**31), 1, (rng.randint(1, 9), rng.randint(1, 9), rng.randint(2, 5)), 0.0)]
     _check_cases(manual_backward, cases)
+
+
+POINTS = {
+    "test_manual_backward_course": 2,
+    "test_manual_backward_shapes": 2,
+    "test_manual_backward_batch_of_one": 1,
+}
+EXERCISE = Exercise(
+    "ch01_mlp", "01_mlp_by_hand", answers=("manual_backward",),
+    points=POINTS, fixtures="mlp", refusals=(REFUSAL,), on_ranks=False)
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_manual_backward_course": (check_manual_backward_hidden_seeds, ("manual_backward",)),
+    "test_manual_backward_shapes": (check_manual_backward_hidden_shapes, ("manual_backward",)),
+    "test_manual_backward_batch_of_one": (check_manual_backward_hidden_batch_of_one, ("manual_backward",)),
+}

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import random
 
-from course_lib.grading.checks.ch02_prediction import FUNCTION_NAME, compare_prediction, predictions
+from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.checks.ch02_prediction.visible import (
+    FUNCTION_NAME,
+    REFUSAL,
+    compare_prediction,
+    predictions,
+)
 
 from ._seeds import fresh_seed
 
@@ -63,3 +69,13 @@ def check_predict_own_formula(predict) -> None:
     for got, case in zip(predictions(predict, cases, "hidden case"), cases, strict=True):
         compare_prediction(got, case, f"hidden test seed {seed}, a cluster far beyond a measurement")
     print(f"{FUNCTION_NAME} passed {len(cases)} hidden cases far beyond a measurement")
+
+
+EXERCISE = Exercise(
+    "ch02_prediction", "02_collectives", answers=("predict_gloo_all_reduce",),
+    points=POINTS, fixtures="ring", refusals=(REFUSAL,), on_ranks=False)
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_predict_gloo_all_reduce": (check_predict_hidden, ("predict_gloo_all_reduce",)),
+    "test_predict_gloo_own_formula": (check_predict_own_formula, ("predict_gloo_all_reduce",)),
+}

@@ -40,11 +40,12 @@ from __future__ import annotations
 
 import random
 
+from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
-from course_lib.grading.checks.ch02_ring import REFUSAL
-from course_lib.grading.checks.ch02_ring_judge import forbidden_problems, traffic_problems, value_problems
-from course_lib.grading.checks.ch02_ring_ranks import RingCase, run_student
+from course_lib.grading.checks.ch02_ring.judge import forbidden_problems, traffic_problems, value_problems
+from course_lib.grading.checks.ch02_ring.ranks import RingCase, run_student
+from course_lib.grading.checks.ch02_ring.visible import REFUSAL
 
 from ._seeds import fresh_seed
 
@@ -153,3 +154,18 @@ def check_ring_all_reduce_no_deadlock_hidden(ring_all_reduce) -> None:
 
 
 EXERCISE_CELLS = ("ring_reduce_scatter", "ring_all_gather", "ring_all_reduce")
+
+
+EXERCISE = Exercise(
+    "ch02_ring", "02_collectives", answers=("ring_reduce_scatter", "ring_all_gather", "ring_all_reduce"),
+    points=POINTS, fixtures="ring", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_ring_reduce_scatter": (check_ring_reduce_scatter_hidden, ("ring_reduce_scatter",)),
+    "test_ring_all_gather": (check_ring_all_gather_hidden, ("ring_all_gather",)),
+    "test_ring_all_reduce_values": (check_ring_all_reduce_hidden, ("ring_all_reduce",)),
+    "test_ring_all_reduce_traffic": (check_ring_all_reduce_traffic_hidden, ("ring_all_reduce",)),
+    "test_ring_all_reduce_no_collectives": (
+        check_ring_all_reduce_no_collectives_hidden, ("ring_all_reduce",)),
+    "test_ring_all_reduce_no_deadlock": (check_ring_all_reduce_no_deadlock_hidden, ("ring_all_reduce",)),
+}

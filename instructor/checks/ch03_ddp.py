@@ -34,25 +34,26 @@ What each one demands:
 - overlap with buckets: where the contract makes several buckets, each step's first all-reduce starts
   before the step's last gradient is ready (not merely before backward() returns).
 - one rank: plain training, and not a single communication call.
-Every run arms the exercise's refusal (course_lib.grading.checks.ch03_ddp.REFUSAL): a DDP that runs
+Every run arms the exercise's refusal (course_lib.grading.checks.ch03_ddp.visible.REFUSAL): a DDP that runs
 torch's own DDP, DataParallel, replicate(), FSDP1 or any course_lib code scores 0 on each part it reaches.
 The expected points of known-wrong submissions: autograde_tests/fixtures/ddp/expected_scores.json.
 """
 
 from __future__ import annotations
 
+from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch03_ddp import REFUSAL
-from course_lib.grading.checks.ch03_ddp_buckets import bucket_problems, early_overlap_problems
-from course_lib.grading.checks.ch03_ddp_judge import (
+from course_lib.grading.checks.ch03_ddp.buckets import bucket_problems, early_overlap_problems
+from course_lib.grading.checks.ch03_ddp.judge import (
     broadcast_problems,
     overlap_problems,
     silence_problems,
     value_problems,
     volume_problems,
 )
-from course_lib.grading.checks.ch03_ddp_ranks import DDPCase, run_student
+from course_lib.grading.checks.ch03_ddp.ranks import DDPCase, run_student
+from course_lib.grading.checks.ch03_ddp.visible import REFUSAL
 
 from ._seeds import fresh_seed
 
@@ -147,3 +148,19 @@ def check_ddp_one_rank_hidden(DDP) -> None:  # noqa: N803
     problems = [p for run in _runs(DDP, (1,), cases, seed)
                 for p in value_problems(run, compare_with_torch=False) + silence_problems(run)]
     fail_with(_with_seed(problems, seed), "DDP on 1 rank is wrong")
+
+
+EXERCISE = Exercise(
+    "ch03_ddp", "03_data_parallel", answers=("DDP",),
+    points=POINTS, fixtures="ddp", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_ddp_broadcast": (check_ddp_broadcast_hidden, ("DDP",)),
+    "test_ddp_gradients": (check_ddp_gradients_hidden, ("DDP",)),
+    "test_ddp_frozen_and_tied": (check_ddp_frozen_and_tied_hidden, ("DDP",)),
+    "test_ddp_unused_parameters": (check_ddp_unused_hidden, ("DDP",)),
+    "test_ddp_overlap": (check_ddp_overlap_hidden, ("DDP",)),
+    "test_ddp_buckets": (check_ddp_buckets_hidden, ("DDP",)),
+    "test_ddp_overlap_buckets": (check_ddp_overlap_buckets_hidden, ("DDP",)),
+    "test_ddp_one_rank": (check_ddp_one_rank_hidden, ("DDP",)),
+}

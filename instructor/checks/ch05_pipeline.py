@@ -29,17 +29,18 @@ from __future__ import annotations
 
 import random
 
+from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch05_schedule import REFUSAL, generate_schedules, schedule_problems
-from course_lib.grading.checks.ch05_stage import REFUSAL as RUN_STAGE_REFUSAL
-from course_lib.grading.checks.ch05_stage import (
+from course_lib.grading.checks.ch05_pipeline.ranks import REFUSAL as RUN_STAGE_REFUSAL
+from course_lib.grading.checks.ch05_pipeline.ranks import (
     gradient_problems,
     mismatch_problems,
     run_mismatched,
     run_student,
     traffic_problems,
 )
+from course_lib.grading.checks.ch05_pipeline.visible import REFUSAL, generate_schedules, schedule_problems
 
 from ._seeds import fresh_seed
 
@@ -140,3 +141,18 @@ def check_run_stage_mismatch_hidden(run_stage) -> None:
     mismatched = run_mismatched(student, seed, MISMATCH_TIMEOUT_S) if completed.error is None else completed
     fail_with(_with_seed(mismatch_problems(completed, mismatched), seed),
               "run_stage does not follow its op list")
+
+
+EXERCISE = Exercise(
+    "ch05_pipeline", "05_pipeline_parallel", answers=("one_f_one_b", "run_stage"),
+    points=POINTS, fixtures="pipeline", refusals=(REFUSAL, RUN_STAGE_REFUSAL))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_one_f_one_b_dependencies": (check_one_f_one_b_dependencies_hidden, ("one_f_one_b",)),
+    "test_one_f_one_b_memory": (check_one_f_one_b_memory_hidden, ("one_f_one_b",)),
+    "test_one_f_one_b_makespan": (check_one_f_one_b_makespan_hidden, ("one_f_one_b",)),
+    "test_run_stage_gpipe": (check_run_stage_gpipe_hidden, ("run_stage",)),
+    "test_run_stage_1f1b": (check_run_stage_1f1b_hidden, ("run_stage",)),
+    "test_run_stage_traffic": (check_run_stage_traffic_hidden, ("run_stage",)),
+    "test_run_stage_mismatch": (check_run_stage_mismatch_hidden, ("run_stage",)),
+}

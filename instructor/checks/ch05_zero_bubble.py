@@ -23,16 +23,16 @@ from __future__ import annotations
 import functools
 import random
 
+from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch05_schedule import generate_schedules, pair_problems
-from course_lib.grading.checks.ch05_zero_bubble import (
-    NAME,
-    REFUSAL,
+from course_lib.grading.checks.ch05_pipeline.visible import generate_schedules, pair_problems
+from course_lib.grading.checks.ch05_zero_bubble.judge import (
     dependency_problems,
     makespan_problems,
     memory_problems,
 )
+from course_lib.grading.checks.ch05_zero_bubble.visible import NAME, REFUSAL
 
 from ._seeds import fresh_seed
 
@@ -89,3 +89,14 @@ def check_zero_bubble_h1_makespan_hidden(zero_bubble_h1) -> None:
     """Makespan within ZB-H1's, m(F+B+W) + (p-1)(F+B-W), for equal and uneven F, B, W (1F1B's with m < p)."""
     _check(zero_bubble_h1, lambda run: functools.partial(makespan_problems, times_list=run["times"]),
            "zero_bubble_h1's simulated makespan misses ZB-H1's on hidden cases")
+
+
+EXERCISE = Exercise(
+    "ch05_zero_bubble", "05_pipeline_parallel", answers=("zero_bubble_h1",),
+    points=POINTS, fixtures="zero_bubble", refusals=(REFUSAL,), on_ranks=False)
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_zero_bubble_h1_dependencies": (check_zero_bubble_h1_dependencies_hidden, ("zero_bubble_h1",)),
+    "test_zero_bubble_h1_memory": (check_zero_bubble_h1_memory_hidden, ("zero_bubble_h1",)),
+    "test_zero_bubble_h1_makespan": (check_zero_bubble_h1_makespan_hidden, ("zero_bubble_h1",)),
+}

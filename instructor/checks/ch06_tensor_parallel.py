@@ -29,7 +29,7 @@ What each one demands (every check fails if the code raises or hangs):
 - traffic: on 2, 3 and 4 ranks exactly one all_reduce of the MLP's output bytes in forward and one of
   its input gradient's in backward, and no other collective (values are not judged here).
 Every run is under the exercise's refusal (course_lib, DTensor and the functional collectives: REFUSAL in
-course_lib/grading/checks/ch06_tensor_parallel.py), which costs the check that meets it. The expected
+course_lib/grading/checks/ch06_tensor_parallel/visible.py), which costs the check that meets it. The expected
 points of known-wrong submissions: autograde_tests/fixtures/tensor_parallel/expected_scores.json.
 """
 
@@ -37,15 +37,12 @@ from __future__ import annotations
 
 import random
 
+from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch06_tensor_parallel import students_of
-from course_lib.grading.checks.ch06_tensor_parallel_ranks import (
-    LayerCase,
-    run_layers,
-    traffic_problems,
-    value_problems,
-)
-from course_lib.grading.checks.ch06_tensor_parallel_shards import shard_layouts, shard_problems
+from course_lib.grading.checks.ch06_tensor_parallel.judge import traffic_problems, value_problems
+from course_lib.grading.checks.ch06_tensor_parallel.ranks import LayerCase, run_layers
+from course_lib.grading.checks.ch06_tensor_parallel.shards import shard_layouts, shard_problems
+from course_lib.grading.checks.ch06_tensor_parallel.visible import REFUSAL, students_of
 
 from ._seeds import fresh_seed
 
@@ -131,3 +128,22 @@ def check_tensor_parallel_block_hidden(ColumnParallelLinear, RowParallelLinear) 
     """Attention (q, k, v column, out row) and MLP of a transformer block equal the unsharded block."""
     problems, seed = _layer_problems(_pair(ColumnParallelLinear, RowParallelLinear), "block", value_problems)
     fail_with(_with_seed(problems, seed), "the tensor-parallel transformer block is wrong on hidden cases")
+
+
+EXERCISE = Exercise(
+    "ch06_tensor_parallel", "06_tensor_parallel",
+    answers=("shard_columns", "shard_rows", "ColumnParallelLinear", "RowParallelLinear"),
+    points=POINTS, fixtures="tensor_parallel", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_shard_columns": (check_shard_columns_hidden, ("shard_columns",)),
+    "test_shard_rows": (check_shard_rows_hidden, ("shard_rows",)),
+    "test_column_parallel_linear": (check_column_parallel_linear_hidden, ("ColumnParallelLinear",)),
+    "test_row_parallel_linear": (check_row_parallel_linear_hidden, ("RowParallelLinear",)),
+    "test_tensor_parallel_mlp": (
+        check_tensor_parallel_mlp_hidden, ("ColumnParallelLinear", "RowParallelLinear")),
+    "test_tensor_parallel_mlp_traffic": (
+        check_tensor_parallel_mlp_traffic_hidden, ("ColumnParallelLinear", "RowParallelLinear")),
+    "test_tensor_parallel_block": (
+        check_tensor_parallel_block_hidden, ("ColumnParallelLinear", "RowParallelLinear")),
+}

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import random
 
+from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
-from course_lib.grading.checks.ch06_vocab_loss import (
+from course_lib.grading.checks.ch06_vocab_loss.visible import (
     NAME,
     REFUSAL,
     LossCase,
@@ -102,3 +103,17 @@ def check_vocab_parallel_loss_traffic_hidden(vocab_parallel_cross_entropy) -> No
     """All-reduces only, the same bytes for two vocabularies over the same tokens (2 to 4 ranks)."""
     _check(vocab_parallel_cross_entropy, lambda run: traffic_problems(run) if run.world_size > 1 else [],
            f"{NAME} moves more than per-token values on hidden cases")
+
+
+EXERCISE = Exercise(
+    "ch06_vocab_loss", "06_tensor_parallel", answers=("vocab_parallel_cross_entropy",),
+    points=POINTS, fixtures="vocab_parallel", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_vocab_parallel_loss_values": (
+        check_vocab_parallel_loss_values_hidden, ("vocab_parallel_cross_entropy",)),
+    "test_vocab_parallel_loss_gradients": (
+        check_vocab_parallel_loss_gradients_hidden, ("vocab_parallel_cross_entropy",)),
+    "test_vocab_parallel_loss_traffic": (
+        check_vocab_parallel_loss_traffic_hidden, ("vocab_parallel_cross_entropy",)),
+}

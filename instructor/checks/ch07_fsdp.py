@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import random
 
+from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch07_fsdp import (
+from course_lib.grading.checks.ch07_fsdp.visible import (
+    REFUSAL,
     FSDPCase,
     memory_problems,
     precision_problems,
@@ -103,3 +105,15 @@ def check_fsdp_mixed_precision_hidden(FSDP) -> None:  # noqa: N803
 
     checked_runs(FSDP, lambda *a: run_fsdp(*a, TIMEOUT_S), WORLD_SIZES, case_for, precision_problems,
                  "FSDP's mixed precision is wrong")
+
+
+EXERCISE = Exercise(
+    "ch07_fsdp", "07_zero_fsdp", answers=("FSDP",),
+    points=POINTS, fixtures="zero", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_fsdp_values": (check_fsdp_values_hidden, ("FSDP",)),
+    "test_fsdp_memory": (check_fsdp_memory_hidden, ("FSDP",)),
+    "test_fsdp_traffic": (check_fsdp_traffic_hidden, ("FSDP",)),
+    "test_fsdp_mixed_precision": (check_fsdp_mixed_precision_hidden, ("FSDP",)),
+}

@@ -24,7 +24,9 @@ entries, split over the ranks without overlap, equal AdamW's.
 
 from __future__ import annotations
 
-from course_lib.grading.checks.ch07_optimizer import (
+from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.checks.ch07_optimizer.visible import (
+    REFUSAL,
     OptimizerCase,
     api_problems,
     memory_problems,
@@ -72,3 +74,14 @@ def check_sharded_optimizer_api_hidden(ShardedOptimizer) -> None:  # noqa: N803
 
     _checked(ShardedOptimizer, (3, 1), case_for, judge,
              "ShardedOptimizer does not behave as a torch optimizer")
+
+
+EXERCISE = Exercise(
+    "ch07_optimizer", "07_zero_fsdp", answers=("ShardedOptimizer",),
+    points=POINTS, fixtures="zero", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_sharded_optimizer_values": (check_sharded_optimizer_values_hidden, ("ShardedOptimizer",)),
+    "test_sharded_optimizer_memory": (check_sharded_optimizer_memory_hidden, ("ShardedOptimizer",)),
+    "test_sharded_optimizer_api": (check_sharded_optimizer_api_hidden, ("ShardedOptimizer",)),
+}

@@ -24,16 +24,10 @@ import random
 import torch
 import torch.distributed as dist
 
+from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch07_zero import (
-    REFUSAL,
-    close,
-    gathered_problems,
-    shard_problems,
-    summarize,
-    traffic_problems,
-)
-from course_lib.grading.checks.ch07_zero_ranks import (
+from course_lib.grading.checks.ch07_zero.judge import summarize
+from course_lib.grading.checks.ch07_zero.ranks import (
     GATHERS,
     REDUCE_SCATTERS,
     FlatCase,
@@ -42,6 +36,13 @@ from course_lib.grading.checks.ch07_zero_ranks import (
     reduce_scatter_side,
     run_part,
     shard_side,
+)
+from course_lib.grading.checks.ch07_zero.visible import (
+    REFUSAL,
+    close,
+    gathered_problems,
+    shard_problems,
+    traffic_problems,
 )
 
 from ._seeds import fresh_seed
@@ -170,3 +171,15 @@ def check_reduce_scatter_gradients_hidden(reduce_scatter_gradients) -> None:
                 problems += traffic_problems(case, world_size, outcome["events"], REDUCE_SCATTERS,
                                              "reduce-scatter")
     fail_with(_with_seed(problems, seed), "reduce_scatter_gradients gave wrong shards")
+
+
+EXERCISE = Exercise(
+    "ch07_zero", "07_zero_fsdp",
+    answers=("shard_parameters", "gather_parameters", "reduce_scatter_gradients"),
+    points=POINTS, fixtures="zero", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_shard_parameters": (check_shard_parameters_hidden, ("shard_parameters",)),
+    "test_gather_parameters": (check_gather_parameters_hidden, ("gather_parameters",)),
+    "test_reduce_scatter_gradients": (check_reduce_scatter_gradients_hidden, ("reduce_scatter_gradients",)),
+}

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import math
 
-from course_lib.grading.checks.ch08_capstone import (
+from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.checks.ch08_capstone.visible import (
     PIECE_OF_DIMENSION,
     REFUSAL,
     check_build_stage,
     check_capstone_loss,
 )
-from course_lib.grading.checks.ch08_mesh import judge_calls, student_answers
+from course_lib.grading.checks.ch08_mesh.visible import judge_calls, student_answers
 
 from ._seeds import fresh_seed
 from .ch08_mesh import enumerate_layout
@@ -65,3 +66,15 @@ def check_capstone_loss_hidden(capstone_groups, build_stage, capstone_step) -> N
                             mesh=LOSS_MESH)
     except AssertionError as error:
         raise AssertionError(f"(data seed {seed}) {error}") from None
+
+
+POINTS = {"test_capstone_groups": 2, "test_build_stage": 2, "test_capstone_loss": 4}
+EXERCISE = Exercise(
+    "ch08_capstone", "08_nd_parallelism", answers=("capstone_groups", "build_stage", "capstone_step"),
+    points=POINTS, fixtures="capstone", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_capstone_groups": (check_capstone_groups_hidden, ("capstone_groups",)),
+    "test_build_stage": (check_build_stage_hidden, ("build_stage",)),
+    "test_capstone_loss": (check_capstone_loss_hidden, ("capstone_groups", "build_stage", "capstone_step")),
+}

@@ -28,8 +28,14 @@ import random
 
 import torch
 
-from course_lib.grading.checks.ch08_mesh import check_mesh_matches_torch, judge_calls, student_answers
-from course_lib.grading.checks.ch08_mesh_nodes import check_mesh_bad_shapes
+from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.checks.ch08_mesh.nodes import check_mesh_bad_shapes
+from course_lib.grading.checks.ch08_mesh.visible import (
+    REFUSAL,
+    check_mesh_matches_torch,
+    judge_calls,
+    student_answers,
+)
 
 from ._seeds import fresh_seed
 
@@ -165,3 +171,24 @@ HIDDEN_BAD_CALLS = [
 
 def check_mesh_bad_shapes_hidden(mesh_coordinates, mesh_groups, groups_inside_node) -> None:
     check_mesh_bad_shapes(mesh_coordinates, mesh_groups, groups_inside_node, HIDDEN_BAD_CALLS)
+
+
+POINTS = {
+    "test_mesh_coordinates": 3,
+    "test_mesh_groups": 3,
+    "test_mesh_matches_torch": 2,
+    "test_groups_inside_node": 2,
+    "test_mesh_bad_shapes": 2,
+}
+EXERCISE = Exercise(
+    "ch08_mesh", "08_nd_parallelism", answers=("mesh_coordinates", "mesh_groups", "groups_inside_node"),
+    points=POINTS, fixtures="mesh", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_mesh_coordinates": (check_mesh_coordinates_hidden, ("mesh_coordinates",)),
+    "test_mesh_groups": (check_mesh_groups_hidden, ("mesh_groups",)),
+    "test_mesh_matches_torch": (check_mesh_matches_torch_hidden, ("mesh_coordinates", "mesh_groups")),
+    "test_groups_inside_node": (check_groups_inside_node_hidden, ("groups_inside_node",)),
+    "test_mesh_bad_shapes": (
+        check_mesh_bad_shapes_hidden, ("mesh_coordinates", "mesh_groups", "groups_inside_node")),
+}

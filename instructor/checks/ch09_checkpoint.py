@@ -26,13 +26,15 @@ from __future__ import annotations
 import random
 
 from course_lib.dist.preemption import Preemption
+from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch09_checkpoint_runs import (
+from course_lib.grading.checks.ch09_checkpoint.runs import (
+    REFUSAL,
     atomic_problems,
     resume_problems,
     round_trip_problems,
 )
-from course_lib.grading.checks.ch09_training_job import TrainingJob
+from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
 
 from ._seeds import fresh_seed
 
@@ -128,3 +130,16 @@ def check_resume_on_new_world_size_hidden(train) -> None:
         problems += resume_problems(train, settings, world_size, new_world_size,
                                     lambda profile, kill=kill: [kill], False, TIMEOUT_S)
     fail_with(problems, f"train(job) does not resume on another number of ranks (seed {seed})")
+
+
+EXERCISE = Exercise(
+    "ch09_checkpoint", "09_on_the_cluster", answers=("save_checkpoint", "load_checkpoint", "train"),
+    points=POINTS, fixtures="checkpoint", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_checkpoint_round_trip": (check_round_trip_hidden, ("save_checkpoint", "load_checkpoint")),
+    "test_checkpoint_atomic": (check_atomic_hidden, ("save_checkpoint", "load_checkpoint")),
+    "test_resume_after_sigkill": (check_resume_after_sigkill_hidden, ("train",)),
+    "test_resume_after_sigterm": (check_resume_after_sigterm_hidden, ("train",)),
+    "test_resume_on_new_world_size": (check_resume_on_new_world_size_hidden, ("train",)),
+}

@@ -38,17 +38,18 @@ from __future__ import annotations
 
 import random
 
+from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
-from course_lib.grading.checks.ch10_ring_attention import MEMORY_CASE, REFUSAL, zigzag_problems
-from course_lib.grading.checks.ch10_ring_attention_judge import (
+from course_lib.grading.checks.ch10_ring_attention.judge import (
     memory_problems,
     right_ranks,
     traffic_problems,
     value_problems,
     work_problems,
 )
-from course_lib.grading.checks.ch10_ring_attention_ranks import AttentionCase, run_student
+from course_lib.grading.checks.ch10_ring_attention.ranks import AttentionCase, run_student
+from course_lib.grading.checks.ch10_ring_attention.visible import MEMORY_CASE, REFUSAL, zigzag_problems
 
 from ._seeds import fresh_seed
 
@@ -184,3 +185,18 @@ def check_zigzag_positions_hidden(zigzag_positions) -> None:
 
 
 EXERCISE_CELLS = ("zigzag_positions", "ring_attention")
+
+
+EXERCISE = Exercise(
+    "ch10_ring_attention", "10_context_parallel", answers=("zigzag_positions", "ring_attention"),
+    points=POINTS, fixtures="ring_attention", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_zigzag_positions": (check_zigzag_positions_hidden, ("zigzag_positions",)),
+    "test_ring_attention_values": (check_ring_attention_values_hidden, ("ring_attention",)),
+    "test_ring_attention_causal": (check_ring_attention_causal_hidden, ("ring_attention",)),
+    "test_ring_attention_zigzag": (check_ring_attention_zigzag_hidden, ("ring_attention",)),
+    "test_ring_attention_traffic": (check_ring_attention_traffic_hidden, ("ring_attention",)),
+    "test_ring_attention_skips_masked": (check_ring_attention_skips_masked_hidden, ("ring_attention",)),
+    "test_ring_attention_stable": (check_ring_attention_stable_hidden, ("ring_attention",)),
+}

@@ -35,15 +35,16 @@ from __future__ import annotations
 
 import random
 
+from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.checks.ch11_expert_parallel import student_of
-from course_lib.grading.checks.ch11_expert_parallel_judge import (
+from course_lib.grading.checks.ch11_expert_parallel.judge import (
     capacity_problems,
     gradient_problems,
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.checks.ch11_expert_parallel_ranks import MoECase, run_cases
+from course_lib.grading.checks.ch11_expert_parallel.ranks import MoECase, run_cases
+from course_lib.grading.checks.ch11_expert_parallel.visible import REFUSAL, student_of
 
 from ._seeds import fresh_seed
 
@@ -104,3 +105,15 @@ def check_expert_parallel_capacity_hidden(expert_parallel_forward) -> None:
     """A capacity factor drops each rank's overflow pairs in token order; no dropped pair travels."""
     problems, _ = _problems(expert_parallel_forward, capacity_problems, capacity=True)
     fail_with(problems, "expert_parallel_forward does not drop the overflow as the contract says")
+
+
+EXERCISE = Exercise(
+    "ch11_expert_parallel", "11_expert_parallel", answers=("expert_parallel_forward",),
+    points=POINTS, fixtures="expert_parallel", refusals=(REFUSAL,))
+# grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
+ROWS = {
+    "test_expert_parallel_values": (check_expert_parallel_values_hidden, ("expert_parallel_forward",)),
+    "test_expert_parallel_gradients": (check_expert_parallel_gradients_hidden, ("expert_parallel_forward",)),
+    "test_expert_parallel_traffic": (check_expert_parallel_traffic_hidden, ("expert_parallel_forward",)),
+    "test_expert_parallel_capacity": (check_expert_parallel_capacity_hidden, ("expert_parallel_forward",)),
+}

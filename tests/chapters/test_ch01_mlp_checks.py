@@ -1,6 +1,7 @@
 """Unit tests of chapter 01's checks: a correct backward pass passes, each typical mistake is named.
 
-Covers the visible helpers (course_lib.grading.checks.ch01_mlp) and the hidden checks (autograde_tests).
+Covers the visible helpers (course_lib.grading.checks.ch01_mlp.visible) and the hidden checks
+(autograde_tests).
 """
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 
 from course_lib.grading import instructor_checks
 from course_lib.grading.attempt.student_function import StudentFunction
-from course_lib.grading.checks.ch01_mlp import (
+from course_lib.grading.checks.ch01_mlp.visible import (
     autograd_gradients,
     check_manual_backward,
     course_batch,

@@ -7,21 +7,21 @@ import torch
 
 from course_lib.grading.attempt.rank_attempt import RankRun, fail_with
 from course_lib.grading.attempt.student_function import StudentFunction
-from course_lib.grading.checks.ch02_ring import (
+from course_lib.grading.checks.ch02_ring.judge import forbidden_problems, traffic_problems, value_problems
+from course_lib.grading.checks.ch02_ring.ranks import (
+    RingCase,
+    RingOutcome,
+    _student_frames,
+    expected_result,
+    rank_input,
+)
+from course_lib.grading.checks.ch02_ring.visible import (
     check_ring_all_gather,
     check_ring_all_reduce,
     check_ring_all_reduce_no_collectives,
     check_ring_all_reduce_no_deadlock,
     check_ring_all_reduce_traffic,
     check_ring_reduce_scatter,
-)
-from course_lib.grading.checks.ch02_ring_judge import forbidden_problems, traffic_problems, value_problems
-from course_lib.grading.checks.ch02_ring_ranks import (
-    RingCase,
-    RingOutcome,
-    _student_frames,
-    expected_result,
-    rank_input,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +116,7 @@ def test_fail_with_lists_the_first_problems():
 
 
 def test_tracebacks_start_at_the_students_code():
-    import course_lib.grading.checks.ch02_ring_ranks as module
+    import course_lib.grading.checks.ch02_ring.ranks as module
 
     text = (f'Traceback (most recent call last):\n  File "{module.__file__}", line 97, in _run_cases\n'
             '    returned = function(tensor)\n               ^^^^^^^^\n'
@@ -128,7 +128,7 @@ def test_tracebacks_start_at_the_students_code():
 @pytest.mark.slow
 def test_visible_checks_on_real_ranks():
     from course_lib.grading import instructor_checks
-    from course_lib.grading.attempt.cells import sources_by_id
+    from course_lib.notebook_cells import sources_by_id
 
     cells = instructor_checks("ch02_ring").EXERCISE_CELLS
 

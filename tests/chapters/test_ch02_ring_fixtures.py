@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from course_lib.grading import instructor_checks
-from course_lib.grading.attempt.cells import sources_by_id
 from course_lib.grading.attempt.student_function import StudentFunction
+from course_lib.notebook_cells import sources_by_id
 
 ch02_prediction = instructor_checks("ch02_prediction")
 ch02_ring = instructor_checks("ch02_ring")

@@ -11,12 +11,12 @@ from torch import nn
 from course_lib.examples.one_process_data_parallel import one_process_data_parallel_step
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.attempt.student_function import StudentFunction
-from course_lib.grading.checks.ch03_ddp_buckets import (
+from course_lib.grading.checks.ch03_ddp.buckets import (
     bucket_problems,
     early_overlap_problems,
     expected_bucket_bytes,
 )
-from course_lib.grading.checks.ch03_ddp_judge import (
+from course_lib.grading.checks.ch03_ddp.judge import (
     _close,
     overlap_problems,
     silence_problems,
@@ -25,8 +25,8 @@ from course_lib.grading.checks.ch03_ddp_judge import (
     unique_trainable_bytes,
     volume_problems,
 )
-from course_lib.grading.checks.ch03_ddp_ranks import MODELS, DDPCase, build_model, global_batches, run_student
-from course_lib.grading.checks.ch03_own_ring import own_ring_all_reduce
+from course_lib.grading.checks.ch03_ddp.own_ring import own_ring_all_reduce
+from course_lib.grading.checks.ch03_ddp.ranks import MODELS, DDPCase, build_model, global_batches, run_student
 
 CASE = DDPCase("course MLP", 25.0, steps=2)
 

@@ -14,8 +14,8 @@ import nbformat
 import pytest
 
 from course_lib.grading import instructor_checks
-from course_lib.grading.attempt.cells import SOLUTION_MARKERS, lesson_imports
 from course_lib.grading.attempt.student_function import StudentFunction
+from course_lib.notebook_cells import SOLUTION_MARKERS, lesson_imports
 
 ch03_ddp = instructor_checks("ch03_ddp")
 

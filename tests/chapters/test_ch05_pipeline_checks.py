@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from course_lib.dist.stage_timing import stage_timeline, time_stage
-from course_lib.grading.checks import ch05_schedule as checks
-from course_lib.grading.checks.ch05_stage import (
+from course_lib.grading.checks.ch05_pipeline import visible as checks
+from course_lib.grading.checks.ch05_pipeline.judge import expected_sends
+from course_lib.grading.checks.ch05_pipeline.ranks import (
     MISMATCHED_OPS,
     StageRun,
     course_ops,
-    expected_sends,
     gradient_problems,
     mismatch_problems,
     traffic_problems,
@@ -125,7 +125,7 @@ def test_traffic_names_collectives_and_wrong_sizes():
 
 
 def test_gradients_are_compared_with_single_process_training():
-    from course_lib.grading.checks.ch05_stage import reference
+    from course_lib.grading.checks.ch05_pipeline.judge import reference
 
     loss, grads = reference(0, 2)
     per_stage = [grads[:4], grads[4:]]   # 4 blocks of (weight, bias) cut into 2 stages

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from course_lib import sim
-from course_lib.grading.attempt.cells import answer_sources
-from course_lib.grading.checks import ch05_zero_bubble as zb
+from course_lib.grading.checks.ch05_zero_bubble import judge as zb_judge
+from course_lib.grading.checks.ch05_zero_bubble import visible as zb
+from course_lib.notebook_cells import answer_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "05_pipeline_parallel" / "05_pipeline_parallel.ipynb"
@@ -51,10 +52,10 @@ def test_zb_h1_reaches_the_papers_bubble_for_random_times_and_is_never_slower_th
         p, m = rng.randint(1, 8), rng.randint(1, 16)
         forward, backward = rng.uniform(0.5, 1.5), rng.uniform(0.5, 2.0)
         times = (forward, backward, rng.uniform(0.2, min(forward, backward)))
-        made = zb.play(p, m, plain(ZB_H1(p, m)), times)
+        made = zb_judge.play(p, m, plain(ZB_H1(p, m)), times)
         one_f_one_b = sim.simulate_pipeline(sim.pipeline_schedule("1f1b", p, m), times[0], times[1],
                                             t_weight=times[2])
-        assert made.makespan <= zb.target_makespan(p, m, times)[0] * (1 + 1e-9) + 1e-9
+        assert made.makespan <= zb_judge.target_makespan(p, m, times)[0] * (1 + 1e-9) + 1e-9
         assert made.makespan <= one_f_one_b.makespan + 1e-9
         assert max(made.peak_activations) <= min(p, m)
 
@@ -65,8 +66,8 @@ def test_bubbles_of_1f1b_split_1f1b_and_zb_h1(times):
     forward, backward, weight = times
     work = m * (forward + backward + weight)
     full = sim.simulate_pipeline(sim.pipeline_schedule("1f1b", p, m), forward, backward, t_weight=weight)
-    split = zb.play(p, m, split_1f1b(p, m), times)
-    made = zb.play(p, m, plain(ZB_H1(p, m)), times)
+    split = zb_judge.play(p, m, split_1f1b(p, m), times)
+    made = zb_judge.play(p, m, plain(ZB_H1(p, m)), times)
     assert math.isclose(full.makespan - work, (p - 1) * (forward + backward + weight))
     assert math.isclose(split.makespan - work, (p - 1) * (forward + backward))
     assert math.isclose(made.makespan - work, (p - 1) * (forward + backward - weight))
@@ -76,8 +77,8 @@ def test_bubbles_of_1f1b_split_1f1b_and_zb_h1(times):
 
 def test_split_1f1b_is_valid_and_frugal_but_misses_the_makespan_with_a_drawing():
     ops = split_1f1b(4, 5)
-    assert zb.dependency_problems(4, 5, ops) == [] and zb.memory_problems(4, 5, ops) == []
-    [problem] = zb.makespan_problems(4, 5, ops)
+    assert zb_judge.dependency_problems(4, 5, ops) == [] and zb_judge.memory_problems(4, 5, ops) == []
+    [problem] = zb_judge.makespan_problems(4, 5, ops)
     assert "ZB-H1's is 18" in problem and "(p-1)(F+B-W)" in problem
     rows = problem.split("how long ZB-H1 takes:\n")[1].splitlines()
     assert [row.split("|")[0].strip() for row in rows] == [*(f"stage {s}" for s in range(4)), "ZB-H1"]
@@ -85,7 +86,7 @@ def test_split_1f1b_is_valid_and_frugal_but_misses_the_makespan_with_a_drawing()
 
 
 def test_large_failing_cases_are_described_not_drawn():
-    problem = zb.makespan_problems(9, 20, split_1f1b(9, 20))
+    problem = zb_judge.makespan_problems(9, 20, split_1f1b(9, 20))
     assert problem and "how long ZB-H1 takes" not in problem[0]
 
 
@@ -95,18 +96,18 @@ def test_large_failing_cases_are_described_not_drawn():
     ([[["F", 0], ["B", 0], ["X", 0]]], "is not an op"),
 ])
 def test_malformed_zb_schedules_say_what_is_wrong(ops, expected):
-    assert expected in zb.dependency_problems(1, 1, ops)[0]
+    assert expected in zb_judge.dependency_problems(1, 1, ops)[0]
 
 
 def test_memory_counts_a_microbatch_until_its_w():
     ops = [[["F", m] for m in range(3)] + [["B", m] for m in range(3)] + [["W", m] for m in range(3)]]
-    assert "holds the activations of 3 micro-batches" in zb.memory_problems(1, 3, ops)[0]
+    assert "holds the activations of 3 micro-batches" in zb_judge.memory_problems(1, 3, ops)[0]
 
 
 def test_a_deadlock_is_a_broken_dependency():
     ops = [[["F", 0], ["B", 0], ["W", 0], ["F", 1], ["B", 1], ["W", 1]],
            [["F", 1], ["F", 0], ["B", 0], ["W", 0], ["B", 1], ["W", 1]]]
-    assert "dependency is broken" in zb.dependency_problems(2, 2, ops)[0]
+    assert "dependency is broken" in zb_judge.dependency_problems(2, 2, ops)[0]
 
 
 def test_no_zb_h1_generator_ships_in_course_lib():

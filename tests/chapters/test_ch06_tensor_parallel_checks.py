@@ -6,16 +6,14 @@ from pathlib import Path
 import torch
 
 from course_lib.grading.attempt.rank_attempt import RankRun
-from course_lib.grading.checks.ch06_tensor_parallel_ranks import (
-    LayerCase,
+from course_lib.grading.checks.ch06_tensor_parallel.judge import (
     _filled,
     _reference,
-    build_full,
-    case_tensors,
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.checks.ch06_tensor_parallel_shards import (
+from course_lib.grading.checks.ch06_tensor_parallel.ranks import LayerCase, build_full, case_tensors
+from course_lib.grading.checks.ch06_tensor_parallel.shards import (
     _judge_shards,
     _trains_the_layer,
     shard_layouts,
@@ -99,7 +97,7 @@ def test_layouts_cover_every_world_size_and_a_size_that_does_not_divide():
 
 def test_course_lib_never_calls_a_collective_in_the_tensor_parallel_checks():
     """The checks compare with unsharded models and DTensor; a collective there would be an answer."""
-    paths = sorted((ROOT / "course_lib" / "grading" / "checks").glob("ch06_*.py"))
+    paths = sorted((ROOT / "course_lib" / "grading" / "checks").glob("ch06_*/*.py"))
     assert len(paths) >= 4
     for path in paths:
         calls = {node.func.attr for node in ast.walk(ast.parse(path.read_text()))

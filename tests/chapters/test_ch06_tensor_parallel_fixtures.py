@@ -14,9 +14,9 @@ import nbformat
 import pytest
 
 from course_lib.grading import instructor_checks
-from course_lib.grading.attempt.cells import lesson_imports
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.autograder.fixtures import solution_sources
+from course_lib.notebook_cells import lesson_imports
 
 ch06 = instructor_checks("ch06_tensor_parallel")
 ch06_vocab = instructor_checks("ch06_vocab_loss")

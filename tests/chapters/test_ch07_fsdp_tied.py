@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import torch
 
-from course_lib.grading.checks.ch07_fsdp import FSDPCase, reference, value_problems
+from course_lib.grading.checks.ch07_fsdp.visible import FSDPCase, reference, value_problems
 
 CASE = FSDPCase(width=5, units=5, tied=True)
 

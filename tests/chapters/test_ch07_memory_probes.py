@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.grading.checks.ch07_optimizer import state_bytes
-from course_lib.grading.checks.ch07_probes import LiveTensorBytes, closure_of
+from course_lib.grading.checks.ch07_optimizer.visible import state_bytes
+from course_lib.grading.checks.ch07_zero.probes import LiveTensorBytes, closure_of
 
 
 def test_state_bytes_counts_adamw_moments_not_parameters_or_gradients():

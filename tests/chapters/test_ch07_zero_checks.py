@@ -9,8 +9,13 @@ import torch
 
 from course_lib.dist import run_ranks
 from course_lib.grading.attempt.student_function import StudentFunction
-from course_lib.grading.checks import ch07_fsdp, ch07_optimizer, ch07_zero
-from course_lib.grading.checks.ch07_zero_ranks import FlatCase, case_tensors, gather_side
+from course_lib.grading.checks.ch07_fsdp import judge as fsdp_judge
+from course_lib.grading.checks.ch07_fsdp import visible as ch07_fsdp
+from course_lib.grading.checks.ch07_optimizer import judge as optimizer_judge
+from course_lib.grading.checks.ch07_optimizer import ranks as optimizer_ranks
+from course_lib.grading.checks.ch07_optimizer import visible as ch07_optimizer
+from course_lib.grading.checks.ch07_zero import visible as ch07_zero
+from course_lib.grading.checks.ch07_zero.ranks import FlatCase, case_tensors, gather_side
 
 
 def test_the_visible_shards_are_the_counting_tensors_flattened_padded_and_cut_in_three():
@@ -68,8 +73,8 @@ def test_fsdp_memory_bound_is_the_shards_and_two_units_forward_plus_gradients_an
     case = ch07_fsdp.FSDPCase(width=4, units=2)
     largest = max(case.unit_bytes(2, 4))
     outcome = {"shard_bytes": 100}
-    assert ch07_fsdp.memory_bound(case, 2, outcome, "forward")[0] == 100 + 2 * largest
-    assert ch07_fsdp.memory_bound(case, 2, outcome, "backward")[0] == 200 + 3 * largest
+    assert fsdp_judge.memory_bound(case, 2, outcome, "forward")[0] == 100 + 2 * largest
+    assert fsdp_judge.memory_bound(case, 2, outcome, "backward")[0] == 200 + 3 * largest
     run = SimpleNamespace(error=None, world_size=2, per_rank=[
         {**outcome, "peak": {"forward": 10 + 100 + 2 * largest, "backward": 0},
          "baseline": {"forward": 10, "backward": 0}}])
@@ -80,12 +85,12 @@ def test_fsdp_memory_bound_is_the_shards_and_two_units_forward_plus_gradients_an
 
 def test_zero1_traffic_counts_each_updated_parameter_once_and_refuses_an_all_reduce():
     case = ch07_optimizer.OptimizerCase(width=4, depth=2, steps=2, frozen_wide=2)
-    model = ch07_optimizer.make_model(case)
+    model = optimizer_ranks.make_model(case)
     trainable = sum(p.numel() * 8 for p in model.parameters() if p.requires_grad)
 
     def run(events):
         return SimpleNamespace(error=None, world_size=2, per_rank=[{"step_events": events}])
 
-    assert ch07_optimizer.traffic_problems(run([("broadcast", trainable)]), case) == []
-    assert "moving 0 bytes" in ch07_optimizer.traffic_problems(run([]), case)[0]
-    assert "all_reduce" in ch07_optimizer.traffic_problems(run([("all_reduce", trainable)]), case)[0]
+    assert optimizer_judge.traffic_problems(run([("broadcast", trainable)]), case) == []
+    assert "moving 0 bytes" in optimizer_judge.traffic_problems(run([]), case)[0]
+    assert "all_reduce" in optimizer_judge.traffic_problems(run([("all_reduce", trainable)]), case)[0]

@@ -15,7 +15,7 @@ from course_lib.capstone.two_d import one_process_losses, run_your_pieces_2d
 from course_lib.grading import instructor_checks
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.autograder.fixtures import load_py_fixture, solution_sources
-from course_lib.grading.checks import ch08_capstone as visible
+from course_lib.grading.checks.ch08_capstone import visible
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CH08 = REPO / "solutions" / "08_nd_parallelism" / "08_nd_parallelism.ipynb"

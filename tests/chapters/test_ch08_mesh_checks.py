@@ -15,8 +15,8 @@ import pytest
 from course_lib.grading import instructor_checks
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.autograder.fixtures import load_py_fixture, solution_sources
-from course_lib.grading.checks import ch08_mesh as mesh_checks
-from course_lib.grading.checks import ch08_mesh_nodes as node_checks
+from course_lib.grading.checks.ch08_mesh import nodes as node_checks
+from course_lib.grading.checks.ch08_mesh import visible as mesh_checks
 
 ch08_mesh = instructor_checks("ch08_mesh")
 

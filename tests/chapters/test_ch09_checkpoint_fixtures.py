@@ -15,11 +15,11 @@ import nbformat
 import pytest
 
 from course_lib.grading import instructor_checks
-from course_lib.grading.attempt.cells import lesson_imports
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.autograder import fixtures
 from course_lib.grading.autograder.judge import load_registry
 from course_lib.grading.settings import CODE_ROOT, read_settings
+from course_lib.notebook_cells import lesson_imports
 
 ch09 = instructor_checks("ch09_checkpoint")
 CHECKS = load_registry(read_settings(CODE_ROOT).registry)

@@ -12,8 +12,8 @@ import torch
 
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.attempt.refusals import prepare
-from course_lib.grading.checks import ch10_ring_attention as visible
-from course_lib.grading.checks.ch10_ring_attention_judge import (
+from course_lib.grading.checks.ch10_ring_attention import visible
+from course_lib.grading.checks.ch10_ring_attention.judge import (
     expected_rows,
     kv_bytes,
     memory_problems,
@@ -22,7 +22,7 @@ from course_lib.grading.checks.ch10_ring_attention_judge import (
     work_bound,
     work_problems,
 )
-from course_lib.grading.checks.ch10_ring_attention_ranks import AttentionCase, AttentionOutcome, rank_inputs
+from course_lib.grading.checks.ch10_ring_attention.ranks import AttentionCase, AttentionOutcome, rank_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "10_context_parallel" / "10_context_parallel.ipynb"

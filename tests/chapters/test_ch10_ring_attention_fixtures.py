@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from course_lib.grading import instructor_checks
-from course_lib.grading.attempt.cells import SOLUTION_MARKERS, sources_by_id
 from course_lib.grading.attempt.student_function import StudentFunction
+from course_lib.notebook_cells import SOLUTION_MARKERS, sources_by_id
 
 ch10 = instructor_checks("ch10_ring_attention")
 

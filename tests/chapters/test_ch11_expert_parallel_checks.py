@@ -9,14 +9,14 @@ import torch
 from course_lib.examples.one_process_moe import gate_matrix
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.attempt.student_function import StudentFunction
-from course_lib.grading.checks.ch11_expert_parallel import REFUSAL, student_of, visible_cases
-from course_lib.grading.checks.ch11_expert_parallel_judge import (
+from course_lib.grading.checks.ch11_expert_parallel.judge import (
     reference,
     routed_rows,
     run_problem,
     traffic_problems,
 )
-from course_lib.grading.checks.ch11_expert_parallel_ranks import MoECase, case_data, run_cases
+from course_lib.grading.checks.ch11_expert_parallel.ranks import MoECase, case_data, run_cases
+from course_lib.grading.checks.ch11_expert_parallel.visible import REFUSAL, student_of, visible_cases
 
 CASE = MoECase((5, 3), 2, 2, routing="one_takes_all")
 

@@ -13,10 +13,10 @@ import nbformat
 import pytest
 
 from course_lib.grading import instructor_checks
-from course_lib.grading.attempt.cells import lesson_imports
 from course_lib.grading.attempt.refusals import LESSON_IMPORTS
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.autograder.fixtures import solution_sources
+from course_lib.notebook_cells import lesson_imports
 
 ch11 = instructor_checks("ch11_expert_parallel")
 

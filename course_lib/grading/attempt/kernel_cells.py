@@ -14,7 +14,7 @@ import linecache
 import os
 import types
 
-from course_lib.grading.attempt.cells import definitions_only
+from course_lib.notebook_cells import definitions_only
 
 
 def _codes(value) -> list[types.CodeType]:

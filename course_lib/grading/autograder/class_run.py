@@ -18,7 +18,6 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading.attempt.cells import lesson_imports
 from course_lib.grading.autograder import class_files, preflight, report, scoring, submissions
 from course_lib.grading.autograder.judge import isolated_sources, load_registry, run_judge
 from course_lib.grading.sandbox import uid_lease
@@ -31,6 +30,7 @@ from course_lib.grading.sandbox.worker import (
     student_policy,
 )
 from course_lib.grading.settings import CODE_ROOT, read_settings
+from course_lib.notebook_cells import lesson_imports
 
 
 def _course_default(name: str):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading.attempt.cells import answer_ids, answer_sources, marks
+from course_lib.notebook_cells import answer_ids, answer_sources, marks
 
 
 def solution_sources(source_notebook) -> dict[str, str]:

@@ -109,8 +109,8 @@ def run_judge(registry: Path, hidden_checks, assignment: str,
 
 def isolated_sources(notebook, release, assignment: str, registry: dict) -> dict[str, list[str]]:
     """For each registered test cell of this notebook: the definitions its check runs against."""
-    from course_lib.grading.attempt.cells import marks
     from course_lib.grading.attempt.isolation import solution_sources
+    from course_lib.notebook_cells import marks
 
     release_cells = {marks(c).get("grade_id"): c.source for c in release.cells}
     wanted = {}

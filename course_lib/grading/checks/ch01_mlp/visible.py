@@ -1,0 +1,110 @@
+"""Checks for chapter 01: a hand-written backward pass of the 6->4->2 MLP against PyTorch's autograd.
+
+The visible tests of the notebook and the hidden tests of the grader both end in ``check_manual_backward``,
+so a student sees the same kind of message (which gradient, which shape, how far off) in both.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
+from course_lib.grading.attempt.refusals import Refusal
+from course_lib.grading.checks.ch01_mlp.judge import compare_gradients
+from course_lib.models import BATCH_SIZE, TwoLayerMLP, make_dataloader, make_mlp
+
+FUNCTION_NAME = "manual_backward"
+# The backward pass by hand is the exercise: autograd (every Python way in: .backward(), torch.autograd,
+# torch.func, switching gradients back on) and course_lib are refused while the answer runs.
+REFUSAL = Refusal(FUNCTION_NAME, modules=("torch.autograd.functional", "torch._functorch"),
+                  functions=("torch.Tensor.backward", "torch.autograd.backward", "torch.autograd.grad",
+                             "torch.enable_grad", "torch.set_grad_enabled"),
+                  why="the exercise is the backward pass by hand, from the formulas, with autograd off")
+
+# The lesson's names for the model's tensors, and where PyTorch keeps each one.
+PARAMETER_NAMES = {"W1": "hidden_layer.weight", "b1": "hidden_layer.bias",
+                   "W2": "output_layer.weight", "b2": "output_layer.bias"}
+
+
+def mlp_parameters(model: TwoLayerMLP) -> dict[str, torch.Tensor]:
+    """A detached copy of the model's weights under the lesson's names W1, b1, W2, b2."""
+    tensors = dict(model.named_parameters())
+    return {short: tensors[long].detach().clone() for short, long in PARAMETER_NAMES.items()}
+
+
+def autograd_gradients(x: torch.Tensor, y: torch.Tensor, params: dict[str, torch.Tensor]) -> dict:
+    """PyTorch's own answer: load ``params`` into a TwoLayerMLP, take nn.MSELoss, call .backward()."""
+    hidden_units, in_features = params["W1"].shape
+    out_features = params["W2"].shape[0]
+    model = TwoLayerMLP(in_features, hidden_units, out_features).to(params["W1"].dtype)
+    model.load_state_dict({PARAMETER_NAMES[short]: value for short, value in params.items()})
+    nn.MSELoss()(model(x), y).backward()
+    tensors = dict(model.named_parameters())
+    return {short: tensors[long].grad.detach() for short, long in PARAMETER_NAMES.items()}
+
+
+def course_batch(index: int = 0, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """Batch ``index`` of the course's dataset and the weights of ``make_mlp(seed)``: the lesson's case."""
+    for position, (x, y) in enumerate(make_dataloader(batch_size=BATCH_SIZE)):
+        if position == index:
+            return x, y, mlp_parameters(make_mlp(seed))
+    raise IndexError(f"the course's dataset has no batch {index}: pick one of 0..{position}")
+
+
+def random_mlp_case(seed: int, batch: int, in_features: int, hidden_units: int, out_features: int,
+                    hidden_bias_shift: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """A batch and weights of any shape drawn from ``seed``; a negative shift silences many ReLUs."""
+    generator = torch.Generator().manual_seed(seed)
+    params = {"W1": torch.randn(hidden_units, in_features, generator=generator),
+              "b1": torch.randn(hidden_units, generator=generator) + hidden_bias_shift,
+              "W2": torch.randn(out_features, hidden_units, generator=generator),
+              "b2": torch.randn(out_features, generator=generator)}
+    x = torch.randn(batch, in_features, generator=generator)
+    y = torch.randn(batch, out_features, generator=generator)
+    return x, y, params
+
+
+def check_manual_backward(manual_backward, x=None, y=None, params=None, case: str | None = None,
+                          quiet: bool = False) -> float:
+    """Compare ``manual_backward(x, y, params)`` with autograd; by default on batch 0 of the course data.
+
+    Returns the largest absolute error. Raises AssertionError with a message naming what is wrong.
+    """
+    if (x is None) != (y is None) or (x is None) != (params is None):
+        raise ValueError("pass all of x, y and params, or none of them for the course's first batch")
+    if x is None:
+        x, y, params = course_batch(0)
+        case = case or "batch 0 of the course data, make_mlp(0)"
+    case = case or f"batch of {x.shape[0]}, shapes {x.shape[1]}->{params['W1'].shape[0]}->{y.shape[1]}"
+    [(got, given)] = gradients_by_hand(manual_backward, [(x, y, params)], "the visible case")
+    want = autograd_gradients(x, y, params)
+    unchanged_weights(given, params, case)
+    largest_error = compare_gradients(got, want, params, case)
+    if not quiet:
+        print(f"manual_backward matches autograd on {case}: largest error {largest_error:.1e}")
+    return largest_error
+
+
+def _with_weights(args, gradients):
+    """Child side, after each call: the gradients and the weights as the call left them."""
+    return gradients, args[2]
+
+
+def gradients_by_hand(manual_backward, cases, where: str) -> list:
+    """(gradients, weights after the call) of the student's function on each (x, y, params), computed in a
+    child with autograd switched off and the exercise's refusal armed."""
+    calls = [(x.clone(), y.clone(), {k: v.clone() for k, v in params.items()}) for x, y, params in cases]
+    try:
+        with torch.no_grad():  # the forked child inherits the switch: autograd stays off there
+            return map_isolated(manual_backward, calls, name=FUNCTION_NAME, timeout=60, refusal=REFUSAL,
+                                keep=_with_weights)
+    except IsolatedCallError as error:
+        raise AssertionError(f"{FUNCTION_NAME} failed on {where}: {error}") from None
+
+
+def unchanged_weights(given: dict, params: dict, case: str) -> None:
+    for name, value in params.items():
+        if not torch.equal(given[name], value):
+            raise AssertionError(f"{FUNCTION_NAME} changed params[{name!r}] in place: compute gradients only,"
+                                 f" leave the weights as they were ({case})")
