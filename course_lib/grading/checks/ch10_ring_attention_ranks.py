@@ -104,6 +104,7 @@ def _run_cases(rank, world_size, student, cases, seed):
             "events": [(str(e.op), e.peer, int(e.nbytes)) for e in traffic.events],
             "dispatched": list(work.collectives()),
             "flops": int(work.flops()),
+            "arithmetic": int(work.arithmetic()),
             "peak": int(work.peak_bytes),
         })
     return outcomes
@@ -112,8 +113,9 @@ def _run_cases(rank, world_size, student, cases, seed):
 @dataclass(frozen=True)
 class AttentionOutcome:
     """One rank's side of one case: the output, the name of what came back, its traffic as (op, peer,
-    nbytes), the communication ops below Python that were not point-to-point, its products' FLOPs and
-    the most bytes of new tensors it held at once."""
+    nbytes), the communication ops below Python that were not point-to-point, its products' FLOPs, the
+    most bytes of new tensors it held at once, and all its arithmetic (products' FLOPs plus the elements
+    its other arithmetic touched: a product written as a broadcast multiply and a sum counts there)."""
 
     out: torch.Tensor | None
     returned: str
@@ -121,6 +123,7 @@ class AttentionOutcome:
     dispatched: list
     flops: int
     peak: int
+    arithmetic: int = 0
 
 
 def run_student(student, world_size: int, cases, seed: int, timeout: float) -> RankRun:
