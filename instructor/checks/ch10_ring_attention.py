@@ -120,8 +120,9 @@ def _runs(ring_attention, part: str) -> tuple[list, int]:
 
 def _run_part(student: StudentFunction, part: str, seed: int) -> list:
     rng, runs = random.Random(f"{seed}-{part}"), []
+    tolerant = MEMORY_INDICES[1:] if part == "values" else ()   # the masked memory cases: judged apart
     for world_size in WORLD_SIZES[part]:
-        run = run_student(student, world_size, part_cases(part, rng), seed, TIMEOUT_S)
+        run = run_student(student, world_size, part_cases(part, rng), seed, TIMEOUT_S, tolerant)
         runs.append(run)
         if run.error:
             break
@@ -159,6 +160,7 @@ def check_ring_attention_traffic_hidden(ring_attention) -> None:
     values, seed = _runs(ring_attention, "values")
     causal, _ = _runs(ring_attention, "causal")
     zigzag, _ = _runs(ring_attention, "zigzag")
+    zigzag = [run for run in zigzag if not run.error]    # a zig-zag that fails loses the zig-zag part
     problems = [p for run in values + causal + zigzag for p in traffic_problems(run)]
     problems += [p for index in MEMORY_INDICES for p in memory_problems(values, index)]
     _fail(problems, seed, "ring_attention's traffic or memory is not a ring's on hidden cases")

@@ -13,6 +13,7 @@ from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch10_ring_attention_ranks import (
     DTYPES,
     FORBIDDEN_REASON,
+    RAISED,
     AttentionCase,
     whole_inputs,
 )
@@ -82,6 +83,11 @@ def right_ranks(run: RankRun, index: int) -> list[bool]:
             for rank, (outcome, want) in enumerate(pairs)]
 
 
+def raised(outcomes) -> bool:
+    """Whether a rank raised in this case (only a case the run tolerated, see ``run_student``)."""
+    return any(outcome.returned.startswith(RAISED) for outcome in outcomes)
+
+
 def kv_bytes(case: AttentionCase) -> int:
     """Bytes of one rank's chunk of K and of V together."""
     itemsize = torch.empty(0, dtype=DTYPES[case.dtype]).element_size()
@@ -140,6 +146,8 @@ def traffic_problems(run: RankRun) -> list[str]:
         return [run.error]
     problems = []
     for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+        if raised(outcomes):
+            continue                  # a tolerated case that raised: the part that owns it judges it
         found = [f"rank {rank}, {case.describe(run.world_size)}: {p}" for rank, outcome in enumerate(outcomes)
                  for p in _rank_traffic(case, run.world_size, rank, outcome)]
         if found:
@@ -153,7 +161,8 @@ def memory_problems(runs: list[RankRun], index: int) -> list[str]:
     Compared from 3 ranks on: from the second step a ring holds the chunk it works on and the one
     arriving, and on 2 ranks there is no second step (a rank's own K and V are its inputs, not counted).
     """
-    done = [run for run in runs if not run.error and run.world_size >= MEMORY_FROM_RANKS]
+    done = [run for run in runs if not run.error and run.world_size >= MEMORY_FROM_RANKS
+            and not raised(run.outcomes[index])]
     if len(done) < 2:
         return [run.error for run in runs if run.error][:1]
     peaks = {run.world_size: max(o.peak for o in run.outcomes[index]) for run in done}
