@@ -1,5 +1,6 @@
-"""Recording the work a rank's code does, below Python: every matrix product's FLOPs and time, the most
-tensor bytes it kept alive at once, and every communication op that reached PyTorch's dispatcher.
+"""Recording the work a rank's code does, below Python: every matrix product's FLOPs and time, the
+elements its other arithmetic touched, the most tensor bytes it kept alive at once, and every
+communication op that reached PyTorch's dispatcher.
 
 ``with record_compute() as work:`` sees each aten op the block runs (a TorchDispatchMode), whatever
 Python path called it: ``@``, ``torch.einsum``, ``F.scaled_dot_product_attention``, a functional
@@ -35,7 +36,9 @@ def _attention_flops(query, key, value, *_, **__) -> int:
     return 2 * rows * query.shape[-1] + 2 * rows * value.shape[-1]
 
 
-# aten op -> FLOPs from its arguments. Elementwise ops are not counted: an attention's work is its products.
+# aten op -> FLOPs from its arguments. Elementwise ops are not counted here: an attention's work is its
+# products; they are counted apart (``_elementwise``), so that a product written as a broadcast multiply
+# and a sum is still seen as work.
 _FLOPS = {
     aten.mm.default: lambda a, b, *_: _matmul_flops(a, b),
     aten.bmm.default: lambda a, b, *_: _matmul_flops(a, b),
@@ -45,6 +48,25 @@ _FLOPS = {
     aten.dot.default: lambda a, b, *_: 2 * a.numel(),
     aten._scaled_dot_product_flash_attention_for_cpu.default: _attention_flops,
 }
+
+
+_NOT_ARITHMETIC = frozenset({aten.clone.default, aten._to_copy.default, aten.copy_.default})
+_ARITHMETIC_UNTAGGED = frozenset({aten._softmax.default, aten._log_softmax.default, aten.cumsum.default,
+                                  aten.cumprod.default, aten.masked_fill_.Scalar, aten.masked_fill_.Tensor})
+
+
+def _elementwise(func, args, kwargs, result) -> int:
+    """Elements of floating-point tensors an arithmetic op (pointwise or a reduction, not a product, not a
+    copy) reads or writes, its largest tensor's: ``(a[..., None, :] * b[..., None, :, :]).sum(-1)`` counts
+    as much as ``a @ b.T``'s FLOPs (its multiply and its sum each touch rows x columns x depth elements)."""
+    if func in _NOT_ARITHMETIC or func in _FLOPS:
+        return 0
+    tags = func.tags
+    if not (torch.Tag.pointwise in tags or torch.Tag.reduction in tags or func in _ARITHMETIC_UNTAGGED):
+        return 0
+    sizes = [value.numel() for value in tree_flatten((args, kwargs, result))[0]
+             if isinstance(value, torch.Tensor) and value.is_floating_point()]
+    return max(sizes, default=0)
 
 
 @dataclass
@@ -66,9 +88,16 @@ class ComputeLog:
     communication: list[str] = field(default_factory=list)   # e.g. "c10d.send", "_c10d_functional.<op>"
     peak_bytes: int = 0        # the most bytes of tensors made inside the block that were alive at once
     live_bytes: int = 0
+    elementwise: int = 0       # elements touched by arithmetic that is not a product (``_elementwise``)
 
     def flops(self) -> int:
+        """FLOPs of the matrix products (and attention kernels) the block ran."""
         return sum(event.flops for event in self.events)
+
+    def arithmetic(self) -> int:
+        """All the block's arithmetic: its products' FLOPs plus one per element each other arithmetic op
+        touched (a product written as a broadcast multiply and a sum counts as a product's FLOPs)."""
+        return self.flops() + self.elementwise
 
     def collectives(self) -> list[str]:
         """The communication ops that are not point-to-point (a send or a receive)."""
@@ -128,6 +157,8 @@ class _Recorder(TorchDispatchMode):
             flops = int(counter(*args, **kwargs))
             name = func.__name__.split(".")[0]
             self.log.events.append(ComputeEvent(name, flops, start, time.perf_counter()))
+        else:
+            self.log.elementwise += _elementwise(func, args, kwargs, result)
         self._note_new(result, inputs)
         return result
 

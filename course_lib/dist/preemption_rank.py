@@ -28,7 +28,8 @@ class Preemption:
     """One deliberate failure. ``kind``: "sigkill" (every rank, once a rank reaches ``step``), "sigterm"
     (each rank as it reaches ``step``, or ``step + 1`` for ``late_ranks``), "file_bytes" (a rank dies as
     a file it writes after ``step`` grows past ``amount`` bytes), "file_change" (rank ``rank`` dies just
-    before its ``amount``-th file-name change under the folder after ``step``)."""
+    before its ``amount``-th file-name change under the folder after ``step``; with ``torn``, just after
+    it, at its first write: a file that change opened is left created or emptied, and no byte written)."""
 
     kind: str
     step: int
@@ -37,6 +38,7 @@ class Preemption:
     late_ranks: tuple[int, ...] = ()
     grace_s: float = 5.0     # sigterm: how long the ranks may take to stop before they are killed
     settle_s: float = 0.5    # file kinds: how long the other ranks go on before the group is killed
+    torn: bool = False       # file_change: die after the change, at the rank's next write to a file
 
     KINDS = ("sigkill", "sigterm", "file_bytes", "file_change")
 
@@ -63,6 +65,8 @@ class Preemption:
     def how(self) -> str:
         """How a kill inside a save struck (file kinds)."""
         struck = (f"a rank died as a file it wrote grew past {self.amount} bytes" if self.kind == "file_bytes"
+                  else f"rank {self.rank} died just after its change number {self.amount} to a file name, "
+                       "at its first write to a file" if self.torn
                   else f"rank {self.rank} died just before its change number {self.amount} to a file name")
         return f"{struck}, the others were killed {self.settle_s:g} s later"
 
@@ -159,6 +163,12 @@ def _audit(event: str, args) -> None:
             armed.changes += 1
             if armed.changes == armed.plan.amount:
                 send("struck", armed.rank, armed.step)
-                os.kill(os.getpid(), signal.SIGKILL)
+                if armed.plan.torn:      # the change happens; the next write that grows a file kills
+                    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+                    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))
+                    armed.counting = False
+                else:
+                    os.kill(os.getpid(), signal.SIGKILL)
     finally:
         armed.busy = False

@@ -4,8 +4,9 @@ The student's loss runs on 1, 2, 3 and 4 real gloo ranks under the exercise's re
 and the functional collectives), on logits and targets drawn at grading time from a seed taken from
 os.urandom: vocabularies that do not divide by the rank count, slices of random uneven widths, one token
 and several, float32 and float64, and logits large enough that exp overflows in float32 without the
-maximum subtracted. Every expected value is F.cross_entropy on the whole logits, computed here in float64;
-each failure message names the seed.
+maximum subtracted; the float64 case's backward starts from a drawn upstream gradient (a scaled loss), not
+1. Every expected value is F.cross_entropy on the whole logits, computed here in float64; each failure
+message names the seed.
 
 Test cells of solutions/06_tensor_parallel/06_tensor_parallel.ipynb, their points, and their hidden part:
 
@@ -62,7 +63,8 @@ def hidden_cases(rng: random.Random, world_size: int) -> list[LossCase]:
              LossCase(tokens, large, splits=_widths(rng, large, world_size)),
              LossCase(rng.randint(2, 6), rng.randint(world_size, 30), scale=rng.uniform(1.0, 5.0),
                       offset=rng.uniform(100.0, 200.0)),
-             LossCase(rng.randint(2, 6), rng.randint(world_size, 30), "float64"),
+             LossCase(rng.randint(2, 6), rng.randint(world_size, 30), "float64",
+                      upstream=rng.choice((0.25, 3.0, 1024.0))),      # a scaled loss: AMP, accumulation
              LossCase(1, rng.randint(world_size, 30))]
     return cases
 

@@ -1,8 +1,9 @@
 """Hidden checks of chapter 09 (instructor-only): a preemption-safe, reshardable checkpoint on real ranks.
 
 Cases and kill points are drawn at grading time from a fresh seed, named in every failure message: the
-states saved, the world sizes (1 to 4), save_every, the step each kill strikes at, how far a killed save
-got (a file cut after a drawn number of bytes, or a drawn rename, removal or creation never made).
+states saved, the world sizes (1 to 5), save_every, the step each kill strikes at, how far a killed save
+got (a file cut after a drawn number of bytes, a drawn rename, removal or creation never made, or the
+save's last file opened for writing left empty).
 
   grade_id                        points  hidden check
   test_checkpoint_round_trip         2    check_round_trip_hidden(save_checkpoint, load_checkpoint)
@@ -11,14 +12,16 @@ got (a file cut after a drawn number of bytes, or a drawn rename, removal or cre
   test_resume_after_sigterm          2    check_resume_after_sigterm_hidden(train)
   test_resume_on_new_world_size      2    check_resume_on_new_world_size_hidden(train)
 
-round trip: two saves on N ranks, loaded on N (each rank its own last state) and on M != N (rank r gets
-what rank r % N saved); an empty folder loads as None. atomic: the second save (and, once, the first)
-killed half-way; every rank then loads the same whole version, never a mix, never the loss of the
-first. sigkill: SIGKILL between saves and inside a save (2 ranks), resumed: losses and final weights
-equal the uninterrupted run's bit for bit, from the newest checkpoint complete at the kill. sigterm:
-SIGTERM reaching rank 0 one step before rank 1: every rank saves the same step and returns within the
-grace, and the run resumes exactly. new world size: killed on N ranks, resumed on M (no dropout): the
-plain loop's losses and weights to rounding.
+round trip: ten to twelve saves on N ranks (versions past the ninth: their order is not their names'
+alphabetical one), loaded on N (each rank its own last state) and on M > N (rank r gets what rank r % N
+saved, which rank min(r, N - 1)'s is not from rank N on); an empty folder loads as None. atomic: the second
+save (and, once, the first) killed half-way, once just after its last file is created and before its first
+byte (a commit marker written in place is then empty); every rank then loads the same whole version, never
+a mix, never the loss of the first. sigkill: SIGKILL between saves and inside a save (2 ranks), resumed:
+losses and final weights equal the uninterrupted run's bit for bit, from the newest checkpoint complete at
+the kill. sigterm: SIGTERM reaching rank 0 one step before rank 1: every rank saves the same step and
+returns within the grace, and the run resumes exactly. new world size: killed on N ranks, resumed on M (no
+dropout): the plain loop's losses and weights to rounding.
 """
 
 from __future__ import annotations
@@ -71,9 +74,9 @@ def check_round_trip_hidden(save_checkpoint, load_checkpoint) -> None:
     seed = fresh_seed()
     rng = random.Random(seed)
     world_size = rng.choice((2, 3, 4))
-    new_world_size = rng.choice([n for n in (1, 2, 3, 4) if n != world_size])
+    new_world_size = rng.choice([n for n in (3, 4, 5) if n > world_size])   # rank N loads rank 0's state
     problems = round_trip_problems(save_checkpoint, load_checkpoint, world_size, new_world_size,
-                                   seed % 100_000, TIMEOUT_S)
+                                   seed % 100_000, TIMEOUT_S, saves=rng.randint(10, 12))
     fail_with(problems, f"load_checkpoint does not give back what save_checkpoint saved (seed {seed})")
 
 
@@ -82,7 +85,8 @@ def check_atomic_hidden(save_checkpoint, load_checkpoint) -> None:
     rng = random.Random(seed)
 
     def choose(profile):
-        second = _file_kills(rng, profile, 1) + _file_kills(rng, profile, 1)[1:]   # bytes, change, change
+        torn = profile.torn_last_open(1)        # bytes, change, and the last file left empty (or a change)
+        second = _file_kills(rng, profile, 1) + ([torn] if torn else _file_kills(rng, profile, 1)[1:])
         first = _file_kills(rng, profile, 0)
         return second + ([rng.choice(first)] if first else [])
 

@@ -27,7 +27,9 @@ What each one demands (every check fails if the code raises, hangs or runs refus
   per token and at most one per (token, expert) pair routed to its experts, then the same rows back);
   backward, exactly two, each the reverse of one forward all-to-all; no other call (on 2, 3 and 4 ranks).
 - capacity: with capacity factors 0.5 to 1.5, the output of the MoE in which each rank sends each expert
-  at most floor(cf * T * k / E) of its pairs, the first in token order; the dropped pairs never travel.
+  at most floor(cf * T * k / E) of its pairs, the first in token order, and its router logits' gradient
+  (the kept gates' softmax still differentiable: dropping is no reason to detach them; computed alone, so
+  the all-to-alls' backward is the gradients part's); the dropped pairs never travel.
 The expected points of known-wrong submissions: autograde_tests/fixtures/expert_parallel/expected_scores.json.
 """
 
@@ -40,10 +42,11 @@ from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch11_expert_parallel.judge import (
     capacity_problems,
     gradient_problems,
+    router_gradient_problems,
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.checks.ch11_expert_parallel.ranks import MoECase, run_cases
+from course_lib.grading.checks.ch11_expert_parallel.ranks import ROUTER_ONLY, MoECase, run_cases
 from course_lib.grading.checks.ch11_expert_parallel.visible import REFUSAL, student_of
 
 from ._seeds import fresh_seed
@@ -71,7 +74,7 @@ def hidden_cases(world_size: int, rng: random.Random, capacity: bool = False) ->
             MoECase(tokens, per_rank, 2, routing="idle_expert", **sizes)]
 
 
-def _problems(expert_parallel_forward, judge, world_sizes=WORLD_SIZES, backward: bool = False,
+def _problems(expert_parallel_forward, judge, world_sizes=WORLD_SIZES, backward: bool | str = False,
               capacity: bool = False) -> tuple[list[str], int]:
     seed = fresh_seed(5)
     rng, problems, student = random.Random(seed), [], student_of(expert_parallel_forward)
@@ -102,9 +105,15 @@ def check_expert_parallel_traffic_hidden(expert_parallel_forward) -> None:
 
 
 def check_expert_parallel_capacity_hidden(expert_parallel_forward) -> None:
-    """A capacity factor drops each rank's overflow pairs in token order; no dropped pair travels."""
-    problems, _ = _problems(expert_parallel_forward, capacity_problems, capacity=True)
+    """A capacity factor drops each rank's overflow pairs in token order, the router's gradient still right;
+    no dropped pair travels."""
+    problems, _ = _problems(expert_parallel_forward, _capacity_and_router, backward=ROUTER_ONLY,
+                            capacity=True)
     fail_with(problems, "expert_parallel_forward does not drop the overflow as the contract says")
+
+
+def _capacity_and_router(run) -> list[str]:
+    return capacity_problems(run) + ([] if run.error else router_gradient_problems(run))
 
 
 EXERCISE = Exercise(

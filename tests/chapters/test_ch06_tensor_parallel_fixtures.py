@@ -147,6 +147,8 @@ def test_each_wrong_submission_loses_exactly_its_points(folder, fixture):
         assert "must raise ValueError" in messages["test_shard_columns"]
     if fixture == "shards_are_views":
         assert "one optimizer step on your shard changed the layer's weight" in messages["test_shard_rows"]
+    if fixture == "ignores_upstream_gradient":
+        assert "x the loss" in messages["test_vocab_parallel_loss_gradients"]
     if fixture == "gathers_the_logits":       # the drawing: both vocabularies' calls and the expected ones
         assert all(part in messages["test_vocab_parallel_loss_traffic"]
                    for part in ("all_gather of", "vocabulary", "expected: all-reduces"))

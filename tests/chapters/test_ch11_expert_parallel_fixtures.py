@@ -47,6 +47,7 @@ MESSAGES = {
     "broadcast_every_token": {"test_expert_parallel_traffic": "['all_gather', 'all_gather', 'all_gather', "
                                                               "'all_reduce']"},
     "capacity_drops_lowest_gates": {"test_expert_parallel_capacity": "capacity_factor="},
+    "capacity_under_no_grad": {"test_expert_parallel_capacity": "no logits.grad (the router's gradient)"},
     "shortcut_functional_all_to_all": {cell: "all_to_all_single_autograd from "
                                              "torch.distributed._functional_collectives, which this exercise "
                                              "refuses" for cell in TEST_CELLS},

@@ -27,6 +27,19 @@ def test_products_are_counted_whatever_python_path_makes_them():
     assert work.spans("x")[0][0] == "x" and len(work.spans()) == 5
 
 
+def test_a_product_written_as_a_broadcast_multiply_and_a_sum_counts_as_arithmetic():
+    a, b = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 6, 4)
+    with record_compute() as broadcast:
+        (a[..., :, None, :] * b[..., None, :, :]).sum(-1)
+    with record_compute() as product:
+        a @ b.transpose(-1, -2)
+    assert broadcast.flops() == 0 and broadcast.arithmetic() == product.arithmetic() == 2 * 2 * 3 * 5 * 6 * 4
+    with record_compute() as copies:
+        a.clone().to(torch.float64)
+        torch.cat([a, a])
+    assert copies.elementwise == 0
+
+
 def test_attention_kernel_counts_scores_and_weighted_sum():
     q, k, v = torch.randn(1, 2, 8, 4), torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 3)
     with record_compute() as work:

@@ -96,6 +96,16 @@ def test_a_kill_before_the_nth_change_leaves_the_change_undone(tmp_path):
     assert torch.load(tmp_path / "rank0.pt")["step"] == 3    # rank 0 went on and renamed its own
 
 
+def test_a_torn_kill_after_the_nth_change_leaves_its_file_made_and_empty(tmp_path):
+    plan = Preemption("file_change", 3, amount=1, rank=1, settle_s=1.0, torn=True)
+    run = run_preempted(_saves, 2, str(tmp_path), 9, preemption=plan, folder=tmp_path, timeout=60)
+    # torch.save opens its file below Python, unaudited: rank 1's first change is step 3's rename, and
+    # its next write, step 6's save, dies at its first byte
+    assert run.struck and run.error is None and "SIGXFSZ" in run.outcomes[1]
+    assert (tmp_path / "rank1.tmp").stat().st_size == 0 and _saved_steps(tmp_path, 2)[1] == 3
+    assert "just after its change number 1" in plan.how()
+
+
 def test_a_failure_before_the_plan_struck_is_an_error_and_a_hang_is_reported(tmp_path):
     def fails(rank, world_size):
         step_reached(1)

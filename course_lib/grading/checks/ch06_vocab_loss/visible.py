@@ -40,7 +40,8 @@ VISIBLE_SEED = 2024
 class LossCase:
     """``tokens`` rows of logits over ``vocab`` classes, drawn as ``offset + scale * randn`` (an offset past
     88.7 overflows exp in float32); ``splits`` gives each rank's slice width (default: as even as possible,
-    the first ranks one wider)."""
+    the first ranks one wider); ``upstream`` is the gradient that reaches the loss in backward (a scaled
+    loss: AMP's scaler, averaging over accumulation steps)."""
 
     tokens: int
     vocab: int
@@ -48,6 +49,7 @@ class LossCase:
     scale: float = 3.0
     offset: float = 0.0
     splits: tuple | None = None
+    upstream: float = 1.0
 
     def slices(self, world_size: int) -> list[tuple[int, int]]:
         widths = self.splits or [self.vocab // world_size + (r < self.vocab % world_size)
@@ -57,8 +59,9 @@ class LossCase:
 
     def describe(self, world_size: int) -> str:
         widths = [stop - start for start, stop in self.slices(world_size)]
+        scaled = "" if self.upstream == 1.0 else f", backward from {self.upstream:g} x the loss"
         return (f"{self.tokens} tokens, vocabulary {self.vocab} split {widths} over {world_size} rank(s), "
-                f"{self.dtype}, logits {self.offset:g} +- {3 * self.scale:g}")
+                f"{self.dtype}, logits {self.offset:g} +- {3 * self.scale:g}{scaled}")
 
 
 VISIBLE_CASES = (LossCase(6, 11), LossCase(6, 29), LossCase(5, 13, offset=120.0), LossCase(4, 7, "float64"))
@@ -87,7 +90,7 @@ def _run_losses(rank, world_size, student, cases, seed):
             raise TypeError(f"{NAME} must return the mean loss as a 0-dimensional tensor, got "
                             f"{getattr(loss, 'shape', type(loss).__name__)}")
         with record_traffic() as backward:
-            loss.backward()
+            loss.backward(torch.full_like(loss, case.upstream))
         outcomes.append({"loss": loss.detach().to(torch.float64).item(),
                          "grad": None if local.grad is None else local.grad.detach().clone(),
                          "forward": [(e.op, int(e.nbytes)) for e in forward.events],
@@ -104,11 +107,12 @@ def run_losses(student, world_size: int, cases, seed: int, timeout: float) -> Ra
 
 
 def reference(case: LossCase, seed: int) -> tuple[float, torch.Tensor]:
-    """F.cross_entropy (mean over tokens) of the whole logits, in float64, and its gradient."""
+    """F.cross_entropy (mean over tokens) of the whole logits, in float64, and its gradient (times the
+    case's upstream gradient)."""
     logits, target = case_tensors(case, seed)
     logits = logits.to(torch.float64).requires_grad_(True)
     loss = nn.functional.cross_entropy(logits, target)
-    loss.backward()
+    loss.backward(torch.tensor(case.upstream, dtype=torch.float64))
     return loss.item(), logits.grad
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from course_lib.dist.preemption import PreemptedRun, Preemption, run_preempted
 from course_lib.grading.attempt.refusals import Refusal
@@ -46,14 +46,16 @@ def students(**functions):
     return [as_student_function(function, name, REFUSAL) for name, function in functions.items()]
 
 
-def round_trip_problems(save, load, world_size: int, new_world_size: int, seed: int, timeout: float) -> list:
-    """Two saves on ``world_size`` ranks, loaded there and on ``new_world_size`` ranks (rank r gets what
-    rank r % world_size saved last); an empty folder loads as None."""
+def round_trip_problems(save, load, world_size: int, new_world_size: int, seed: int, timeout: float,
+                        saves: int = 2) -> list:
+    """``saves`` saves on ``world_size`` ranks, loaded there and on ``new_world_size`` ranks (rank r gets
+    what rank r % world_size saved last); an empty folder loads as None."""
     save, load = students(save_checkpoint=save, load_checkpoint=load)
+    times = "twice" if saves == 2 else f"{saves} times"
     with scratch_folder() as folder, scratch_folder() as empty:
-        first = run_preempted(round_trip_side, world_size, save, load, folder, seed, empty, 2,
+        first = run_preempted(round_trip_side, world_size, save, load, folder, seed, empty, saves,
                               timeout=timeout)
-        failure = run_failure(first, f"saving twice then loading on {world_size} ranks (seed {seed})")
+        failure = run_failure(first, f"saving {times} then loading on {world_size} ranks (seed {seed})")
         if failure:
             return [failure]
         again = run_preempted(load_side, new_world_size, load, [folder], timeout=timeout)
@@ -62,10 +64,13 @@ def round_trip_problems(save, load, world_size: int, new_world_size: int, seed: 
         if outcome["empty"] is not None:
             problems.append(f"rank {rank}: load_checkpoint of an empty folder returned "
                             f"{str(outcome['empty'])[:60]}, expected None")
-        difference = state_difference(make_state(seed, rank, 2), outcome["loaded"])
+        difference = state_difference(make_state(seed, rank, saves), outcome["loaded"])
         if difference:
-            problems.append(f"rank {rank}, saving twice and loading on the same {world_size} ranks "
-                            f"(seed {seed}): the loaded state is not the last one this rank saved: "
+            older = next((v for v in range(saves - 1, 0, -1)
+                          if state_difference(make_state(seed, rank, v), outcome["loaded"]) is None), None)
+            which = f" (it is save number {older} of {saves}: how are the versions ordered?)" if older else ""
+            problems.append(f"rank {rank}, saving {times} and loading on the same {world_size} ranks "
+                            f"(seed {seed}): the loaded state is not the last one this rank saved{which}: "
                             f"{difference}")
     failure = run_failure(again, f"loading on {new_world_size} ranks what {world_size} ranks saved "
                                  f"(seed {seed})")
@@ -76,7 +81,7 @@ def round_trip_problems(save, load, world_size: int, new_world_size: int, seed: 
             problems.append(f"rank {rank} of {new_world_size}, loading what {world_size} ranks saved (seed "
                             f"{seed}): load_checkpoint raised {loaded['raised']}")
             continue
-        difference = state_difference(make_state(seed, rank % world_size, 2), loaded["state"])
+        difference = state_difference(make_state(seed, rank % world_size, saves), loaded["state"])
         if difference:
             problems.append(f"rank {rank} of {new_world_size}, loading what {world_size} ranks saved (seed "
                             f"{seed}): expected the state rank {rank % world_size} saved: {difference}")
@@ -89,6 +94,16 @@ class SaveProfile:
 
     changes: dict[tuple[int, int], int]      # (rank, step) -> number of changes after that step
     largest_file: int
+    last_open: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # step -> (rank, which of its changes after that step) of the last file opened for writing there
+
+    def torn_last_open(self, step: int) -> Preemption | None:
+        """A kill just after the save's last opening of a file for writing, before its first byte (a
+        marker written in place is then left empty), or None when that save opens none."""
+        if step not in self.last_open:
+            return None
+        rank, change = self.last_open[step]
+        return Preemption("file_change", step, amount=change, rank=rank, torn=True)
 
     def change_counts(self, step: int) -> dict[int, int]:
         return {rank: n for (rank, at), n in self.changes.items() if at == step}
@@ -96,11 +111,14 @@ class SaveProfile:
 
 def save_profile(run: PreemptedRun, folder: str) -> SaveProfile:
     counts: dict[tuple[int, int], int] = {}
+    last_open: dict[int, tuple[int, int]] = {}
     for change in run.changes:
         counts[(change.rank, change.step)] = counts.get((change.rank, change.step), 0) + 1
+        if change.event == "open":
+            last_open[change.step] = (change.rank, counts[(change.rank, change.step)])
     sizes = [os.path.getsize(os.path.join(root, name))
              for root, _, names in os.walk(folder) for name in names]
-    return SaveProfile(counts, max(sizes, default=0))
+    return SaveProfile(counts, max(sizes, default=0), last_open)
 
 
 def _version_of(loaded: dict, seed: int, rank: int):

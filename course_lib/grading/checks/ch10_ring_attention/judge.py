@@ -13,12 +13,15 @@ from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch10_ring_attention.ranks import (
     DTYPES,
     FORBIDDEN_REASON,
+    RAISED,
     AttentionCase,
     whole_inputs,
 )
 
 SENDS, RECEIVES = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})
 WORK_SLACK = 1.05          # FLOPs allowed above the bound (rounding of odd sizes into pieces)
+PER_SCORE = 16             # other arithmetic allowed per score of a computed block (max, exp, sums, mask)
+PER_ROW = 8                # ... per element of a row of the output and its sums, per step and once more
 MEMORY_SLACK_CHUNKS = 2    # growth of peak memory with the ranks allowed, in chunks of K
 MEMORY_FROM_RANKS = 3      # the fewest ranks whose peak memory is compared
 
@@ -56,12 +59,15 @@ def _row_problem(case: AttentionCase, rank: int, n: int, out, want: torch.Tensor
             f"{row}, the query at sequence position {position}")
 
 
-def value_problems(run: RankRun) -> list[str]:
-    """Each rank's output against its rows of attention on one process, case by case."""
+def value_problems(run: RankRun, masked: bool | None = None) -> list[str]:
+    """Each rank's output against its rows of attention on one process, case by case (only the cases
+    with the causal mask, or only those without, when ``masked`` says so)."""
     if run.error:
         return [run.error]
     problems = []
     for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+        if masked is not None and case.causal != masked:
+            continue
         for rank, (outcome, want) in enumerate(zip(outcomes, expected_rows(run, index), strict=True)):
             problem = _row_problem(case, rank, run.world_size, outcome.out, want)
             if problem:
@@ -75,6 +81,11 @@ def right_ranks(run: RankRun, index: int) -> list[bool]:
     pairs = zip(run.outcomes[index], expected_rows(run, index), strict=True)
     return [_row_problem(case, rank, run.world_size, outcome.out, want) is None
             for rank, (outcome, want) in enumerate(pairs)]
+
+
+def raised(outcomes) -> bool:
+    """Whether a rank raised in this case (only a case the run tolerated, see ``run_student``)."""
+    return any(outcome.returned.startswith(RAISED) for outcome in outcomes)
 
 
 def kv_bytes(case: AttentionCase) -> int:
@@ -135,6 +146,8 @@ def traffic_problems(run: RankRun) -> list[str]:
         return [run.error]
     problems = []
     for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+        if raised(outcomes):
+            continue                  # a tolerated case that raised: the part that owns it judges it
         found = [f"rank {rank}, {case.describe(run.world_size)}: {p}" for rank, outcome in enumerate(outcomes)
                  for p in _rank_traffic(case, run.world_size, rank, outcome)]
         if found:
@@ -148,7 +161,8 @@ def memory_problems(runs: list[RankRun], index: int) -> list[str]:
     Compared from 3 ranks on: from the second step a ring holds the chunk it works on and the one
     arriving, and on 2 ranks there is no second step (a rank's own K and V are its inputs, not counted).
     """
-    done = [run for run in runs if not run.error and run.world_size >= MEMORY_FROM_RANKS]
+    done = [run for run in runs if not run.error and run.world_size >= MEMORY_FROM_RANKS
+            and not raised(run.outcomes[index])]
     if len(done) < 2:
         return [run.error for run in runs if run.error][:1]
     peaks = {run.world_size: max(o.peak for o in run.outcomes[index]) for run in done}
@@ -172,6 +186,31 @@ def work_bound(case: AttentionCase, rank: int, n: int) -> float:
     return WORK_SLACK * blocks * block
 
 
+def arithmetic_bound(case: AttentionCase, rank: int, n: int) -> float:
+    """All the arithmetic a rank needs at most under the causal mask: the products of ``work_bound``, and
+    room for the softmax's elementwise work on each computed block's scores and on the output rows at
+    every step. A product written as a broadcast multiply and a sum counts as much as ``@``'s FLOPs."""
+    scores = case.batch * case.heads * case.chunk ** 2
+    rows = case.batch * case.heads * case.chunk * (case.head_dim + 1)
+    blocks = work_bound(case, rank, n) / (4 * scores * case.head_dim)
+    return work_bound(case, rank, n) + blocks * PER_SCORE * scores + (n + 1) * PER_ROW * rows
+
+
+def _work_problem(case: AttentionCase, rank: int, n: int, outcome) -> str | None:
+    where = f"rank {rank}, {case.describe(n)}"
+    if outcome.flops > work_bound(case, rank, n):
+        least = int(work_bound(case, rank, n) / WORK_SLACK)
+        return (f"{where}: computed {outcome.flops} FLOPs of products; the mask leaves at most {least}: skip "
+                "the blocks whose keys all come after this rank's queries")
+    if outcome.arithmetic > arithmetic_bound(case, rank, n):
+        least = int(work_bound(case, rank, n) / WORK_SLACK)
+        return (f"{where}: did {outcome.arithmetic} operations of arithmetic (products written with `*` and "
+                f"a sum count as products), where the mask leaves {least} FLOPs of products and a softmax's "
+                "elementwise work on what it leaves: skip the blocks whose keys all come after this rank's "
+                "queries")
+    return None
+
+
 def work_problems(run: RankRun) -> list[str]:
     """Causal cases whose values are right: no rank computed more than the mask leaves to compute."""
     if run.error:
@@ -184,10 +223,6 @@ def work_problems(run: RankRun) -> list[str]:
             if not right:
                 problems.append(f"rank {rank}, {case.describe(run.world_size)}: its output is wrong, so its "
                                 "skipped work does not count")
-            elif outcome.flops > work_bound(case, rank, run.world_size):
-                least = int(work_bound(case, rank, run.world_size) / WORK_SLACK)
-                problems.append(
-                    f"rank {rank}, {case.describe(run.world_size)}: computed {outcome.flops} FLOPs of "
-                    f"products; the mask leaves at most {least}: skip the blocks whose keys all come after "
-                    "this rank's queries")
+            elif problem := _work_problem(case, rank, run.world_size, outcome):
+                problems.append(problem)
     return problems

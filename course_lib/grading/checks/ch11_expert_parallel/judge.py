@@ -114,6 +114,21 @@ def gradient_problems(run: RankRun) -> list[str]:
     return problems
 
 
+def router_gradient_problems(run: RankRun) -> list[str]:
+    """The router logits' gradient of every rank (from runs with ``backward=ROUTER_ONLY``)."""
+    if run.error:
+        return run_problem(run)
+    problems = []
+    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+        expected = reference(case, run.seed + 101 * index)
+        for rank, outcome in enumerate(outcomes):
+            if isinstance(outcome["out"], torch.Tensor):
+                wanted = expected["logits_grad"][expected["data"].rows(rank)]
+                problems += _compare(f"rank {rank}, {case.describe()}", "logits.grad (the router's gradient)",
+                                     outcome.get("logits_grad"), wanted, case.dtype)
+    return problems
+
+
 def routed_rows(case: MoECase, seed: int, gates: torch.Tensor | None = None) -> tuple[list, list]:
     """[source][destination] (token, expert) pairs and distinct tokens a dispatch moves: the most and the
     fewest rows it may send (with a capacity factor, the pairs kept)."""

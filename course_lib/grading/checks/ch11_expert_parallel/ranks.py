@@ -19,6 +19,7 @@ from course_lib.models import FeedForward
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ROUTINGS = ("random", "one_takes_all", "idle_expert")
 SKEW = 8.0   # added to (or taken from) one expert's logits: far beyond a standard normal's spread
+ROUTER_ONLY = "router"   # run_cases(backward=ROUTER_ONLY): after the forward, the router's gradient only
 
 
 @dataclass(frozen=True)
@@ -108,13 +109,24 @@ def _run_case(fn, rank: int, case: MoECase, seed: int, backward: bool) -> dict:
         out = fn(tokens, logits, local, case.k, **options)
     outcome = {"out": out.detach().clone() if isinstance(out, torch.Tensor) else repr(out)[:200],
                "forward": _events(forward)}
-    if backward and isinstance(out, torch.Tensor):
+    if backward == ROUTER_ONLY and isinstance(out, torch.Tensor):
+        outcome.update(logits_grad=_router_grad(out, data.upstream[mine], logits))
+    elif backward and isinstance(out, torch.Tensor):
         with record_traffic() as backward_log:
             (out * data.upstream[mine]).sum().backward()
         outcome.update(backward=_events(backward_log), tokens_grad=_grad(tokens), logits_grad=_grad(logits),
                        expert_grads=[{name: _grad(p) for name, p in expert.named_parameters()}
                                      for expert in local])
     return outcome
+
+
+def _router_grad(out: torch.Tensor, upstream: torch.Tensor, logits: torch.Tensor):
+    """The router logits' gradient alone: autograd runs only the part of the graph that reaches them (the
+    gates), never the all-to-alls' backward; None when the output does not depend on them."""
+    if not out.requires_grad:
+        return None
+    grad, = torch.autograd.grad((out * upstream).sum(), logits, allow_unused=True)
+    return None if grad is None else grad.detach().clone()
 
 
 def _grad(tensor: torch.Tensor):
@@ -126,8 +138,10 @@ def _run_cases(rank, world_size, student, cases, seed, backward):
     return [_run_case(fn, rank, case, seed + 101 * index, backward) for index, case in enumerate(cases)]
 
 
-def run_cases(student, cases, seed: int, timeout: float, backward: bool) -> RankRun:
-    """The cases (one world size) on real ranks; a failure or a hang lands in the RankRun, never raised."""
+def run_cases(student, cases, seed: int, timeout: float, backward: bool | str) -> RankRun:
+    """The cases (one world size) on real ranks; a failure or a hang lands in the RankRun, never raised.
+    ``backward``: True for the whole backward (traffic and every gradient), ROUTER_ONLY for the router
+    logits' gradient alone (no communication), False for the forward only."""
     cases = list(cases)
     world_size = cases[0].world_size
     text = FailureText(
