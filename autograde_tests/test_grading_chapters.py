@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 
+import nbformat
 import pytest
 
 from autograde_tests.conftest import GRADING_RUN_TIMEOUT_S
@@ -58,12 +59,11 @@ def test_no_point_is_lost_without_its_reason(request, chapter: Chapter, suffix: 
     below = {cell for cell, points in result.cells.items() if points < maximum.get(cell, points)}
     assert set(result.lost) == below, result.lost
     folder = graded.root / "grading"
-    notebook = json.loads((folder / "autograded" / student / chapter.assignment
-                           / f"{chapter.assignment}.ipynb").read_text())
+    notebook = nbformat.read(folder / "autograded" / student / chapter.assignment
+                             / f"{chapter.assignment}.ipynb", as_version=4)
     feedback = (folder / "feedback" / student / chapter.assignment / f"{chapter.assignment}.html").read_text()
     for grade_id, cell in _test_cells(notebook).items():
-        said = "".join("".join(o.get("text", "")) for o in cell.get("outputs", [])
-                       if o.get("name") == "stdout")
+        said = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
         if grade_id in below:
             points = result.lost[grade_id].split(":")[0]
             assert f"[{cell_verdicts.SCORE_NOTE}] This test cell scores {points}" in said, (grade_id, said)
