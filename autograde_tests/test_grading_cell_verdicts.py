@@ -66,7 +66,10 @@ def test_every_cell_below_full_marks_has_its_reason():
     points = {"failed": 0.0, "timed_out": 0.0, "judged": 0.0, "both": 0.0, "full": 3.0}
     verdicts = {"judged": Verdict(False, "AssertionError: fresh inputs: wrong"),
                 "both": Verdict(False, "AssertionError: in the judge"), "full": Verdict(True)}
+    notebook.cells.append(_test_cell("unconfirmed", _stream("stdout", "ok\n")))   # no verdict, yet scored 0
+    points["unconfirmed"] = 0.0
     reasons = cell_verdicts.reasons(notebook, "nb", points, verdicts)
+    assert "could not confirm it" in reasons["unconfirmed"]
     assert reasons["failed"] == "0/3: AssertionError: wrong shards on rank 1"
     assert "ran past its time limit" in reasons["timed_out"]
     assert reasons["judged"] == "0/3: the isolated re-check failed: AssertionError: fresh inputs: wrong"

@@ -128,6 +128,8 @@ def reasons(notebook, name: str, points: dict[str, float], verdicts: dict) -> di
             why = "the grader truncated its output (it printed too much), so its check's verdict is lost"
         elif not cell.get("outputs") and cell.get("execution_count") is None:
             why = "the cell did not run"
+        elif (check_score(cell) or 0) >= maximum:   # e.g. no verdict from the isolated re-check
+            why = "it passed in the notebook, but the grader could not confirm it (see the review notes)"
         else:
             why = f"its check gave {got:g} of {maximum:g} points"
         found[grade_id] = f"{got:g}/{maximum:g}: {why}"
