@@ -60,6 +60,8 @@ def warnings_text(cell) -> str:
 def _first_line(text: str, limit: int = 300) -> str:
     lines = [line.strip() for line in ANSI.sub("", text or "").splitlines() if line.strip()]
     line = lines[0] if lines else ""
+    if line.endswith(":") and len(lines) > 1:   # "...: where each rank is blocked:" says it on the next line
+        line = f"{line} {lines[1]}"
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
