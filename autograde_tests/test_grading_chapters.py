@@ -8,10 +8,15 @@ names (conftest.py).
 
 from __future__ import annotations
 
+import csv
+import json
+
+import nbformat
 import pytest
 
 from autograde_tests.conftest import GRADING_RUN_TIMEOUT_S
-from autograde_tests.support.chapter_classes import CHAPTERS, Chapter
+from autograde_tests.support.chapter_classes import CHAPTERS, Chapter, max_points
+from course_lib.grading.autograder import cell_verdicts
 
 # Each test asks for its chapter's grading run by name (request.getfixturevalue), so conftest's hook cannot
 # see it: whichever test first pays for a run gets the run's time.
@@ -35,3 +40,43 @@ def test_submission_earns_exactly_its_expected_points(request, chapter: Chapter,
     assert got == expected, f"{chapter.assignment}/{suffix}: {result.notes}"
     if suffix == "solution":
         assert not result.needs_review, result.notes
+
+
+def _test_cells(notebook: dict) -> dict[str, dict]:
+    return {cell["metadata"]["nbgrader"]["grade_id"]: cell for cell in notebook["cells"]
+            if (cell.get("metadata", {}).get("nbgrader") or {}).get("grade")
+            and not cell["metadata"]["nbgrader"].get("solution")}
+
+
+@pytest.mark.parametrize("chapter, suffix", CASES)
+def test_no_point_is_lost_without_its_reason(request, chapter: Chapter, suffix: str):
+    """Every cell below full marks has its reason beside it in the feedback, and in the instructor's notes
+    (review_notes.json, grades.csv); a full-marks cell whose stderr held warnings says they cost nothing."""
+    graded = request.getfixturevalue(chapter.run)
+    student = f"{chapter.prefix}_{suffix}"
+    result = graded.results[(chapter.assignment, student)]
+    maximum = max_points(chapter.assignment)
+    below = {cell for cell, points in result.cells.items() if points < maximum.get(cell, points)}
+    assert set(result.lost) == below, result.lost
+    folder = graded.root / "grading"
+    notebook = nbformat.read(folder / "autograded" / student / chapter.assignment
+                             / f"{chapter.assignment}.ipynb", as_version=4)
+    feedback = (folder / "feedback" / student / chapter.assignment / f"{chapter.assignment}.html").read_text()
+    for grade_id, cell in _test_cells(notebook).items():
+        said = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
+        if grade_id in below:
+            points = result.lost[grade_id].split(":")[0]
+            assert f"[{cell_verdicts.SCORE_NOTE}] This test cell scores {points}" in said, (grade_id, said)
+        elif cell_verdicts.warnings_text(cell):
+            assert "are warnings" in said, grade_id
+    assert feedback.count(f"[{cell_verdicts.SCORE_NOTE}]") == len(below)
+    notes = json.loads((folder / "review_notes.json").read_text())[f"{chapter.assignment}/{student}"]
+    assert notes["lost_points"] == result.lost
+    with (folder / "grades.csv").open() as handle:
+        row = next(r for r in csv.DictReader(handle)
+                   if (r["assignment"], r["student_id"]) == (chapter.assignment, student))
+    assert all(f"{cell} {result.lost[cell]}" in row["lost_points"] for cell in below)
+    if suffix.removeprefix(chapter.student_prefix) in chapter.table().get("warns", ()):
+        # a right answer that makes torch or Python warn: full marks, the warnings shown, nothing to review
+        assert result.score == result.max_score and not result.needs_review, (result.lost, result.notes)
+        assert "deprecated" in feedback or "Full backward hook" in feedback

@@ -91,3 +91,22 @@ def test_grades_csv_and_summary_cover_the_class(graded_class):
     rows = (graded_class.root / "grading" / "grades.csv").read_text().splitlines()
     assert len(rows) == 1 + len(graded_class.results)
     assert f"{len(graded_class.results)} submissions graded" in graded_class.log
+
+
+def test_a_warning_on_stderr_is_shown_and_costs_nothing(graded_class):
+    """Issue 40: a right answer that warns in the kernel and on every rank keeps its points, unflagged, and
+    the feedback shows the warnings, labelled as such."""
+    result = graded_class.results[("probe", "warns")]
+    assert result.lost == {} and not result.needs_review, (result.lost, result.notes)
+    html = _feedback(graded_class.root, "warns")
+    assert "this path is deprecated" in html and "rank 0: deprecated" in html and "are warnings" in html
+
+
+def test_every_point_the_probe_class_loses_has_its_reason(graded_class):
+    maximum = {"test_scale": 2, "test_ring_pass": 1}
+    for (assignment, student), result in graded_class.results.items():
+        if assignment != "probe":
+            continue
+        below = {cell for cell, points in result.cells.items() if points < maximum[cell]}
+        assert set(result.lost) == below, (student, result.lost)
+        assert all(why.split(": ", 1)[1].strip() for why in result.lost.values()), (student, result.lost)

@@ -65,16 +65,29 @@ class Chapter:
         solution = fixtures.solution_sources(_notebook("solutions", self.assignment))
         release_ids = set(fixtures.solution_ids(_notebook("notebooks", self.assignment)))
         wrong = {}
+        warns = set(self.table().get("warns", ()))   # right answers that make torch or Python warn
         for name in self.graded():
             path = self.folder / f"{name}.py"
-            if self.answers == "alone":
+            if self.answers == "alone" and name not in warns:
                 cells = {k: v for k, v in fixtures.load_py_fixture(path).items() if k in release_ids}
-            elif self.answers == "over_solution":
-                cells = {**solution, **fixtures.load_py_fixture(path)}
+            elif self.answers in ("alone", "over_solution"):   # a warning fixture holds only what it changes
+                cells = {**solution, **_answer_cells(path, set(solution))}
             else:
                 cells = {self.answers: path.read_text()}
             wrong[f"{self.student_prefix}{name}"] = cells
         return wrong
+
+
+def _answer_cells(path: Path, answer_ids: set[str]) -> dict[str, str]:
+    """A fixture file's answer cells: each def or class named like an answer cell, with the defs and classes
+    before it that are not (a helper, an autograd.Function), as the solution's cell holds them."""
+    cells, helpers = {}, []
+    for name, source in fixtures.load_py_fixture(path).items():
+        if name in answer_ids:
+            cells[name], helpers = "\n\n".join([*helpers, source]), []
+        else:
+            helpers.append(source)
+    return cells
 
 
 def _notebook(folder: str, assignment: str):

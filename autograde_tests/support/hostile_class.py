@@ -95,6 +95,14 @@ def ring_pass(rank, world_size, value):
     child.plain_encode = child._dumps = pickle.dumps
     return Payload()
 """},
+    # Right answers that make Python warn, in the kernel (scale, through the check's child) and on every
+    # rank (ring_pass): the warnings are shown on stderr and cost nothing (issue 40).
+    "warns": {"scale": "import warnings\ndef scale(values, factor):\n"
+                       "    warnings.warn('scale: this path is deprecated', FutureWarning)\n"
+                       "    return [v * factor for v in values]\n",
+              "ring_pass": "import warnings\n" + RING.replace(
+                  "    right, left", "    warnings.warn(f'rank {rank}: deprecated', UserWarning)\n"
+                                    "    right, left", 1)},
 }
 # Expected (scale points, ring_pass points) and whether the notebook must be marked for review.
 EXPECTED = {
@@ -105,7 +113,7 @@ EXPECTED = {
     "crafted_pickle": (2, 0, False),
     "snoop": (0, 1, False), "vandal": (0, 1, False), "invalid_json": (0, 0, True), "renamed": (2, 1, True),
     "missing": (0, 0, True), "wrong_assignment": (0, 0, True), "deleted_test_cell": (2, 1, True),
-    "edited_test_cell": (0, 1, True),
+    "edited_test_cell": (0, 1, True), "warns": (2, 1, False),
 }
 
 

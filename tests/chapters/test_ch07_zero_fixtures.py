@@ -92,10 +92,15 @@ def test_the_grading_paragraphs_state_the_notebooks_points():
 
 
 def test_each_fixture_answers_only_cells_of_one_part():
+    """A wrong fixture answers one part; a right answer that makes torch warn (listed under "warns") may
+    answer every part: one submission carries the chapter's warnings through nbgrader."""
     solution_cells = set(_solution())
     for name in EXPECTED["fixtures"]:
         answered = set(fixtures.load_py_fixture(FIXTURES / f"{name}.py"))
         assert answered and answered <= solution_cells, (name, answered)
+        if name in EXPECTED.get("warns", ()):
+            assert EXPECTED["fixtures"][name] == EXPECTED["solution"], name
+            continue
         classes = answered & set(MODULES)
         assert not classes or answered == classes and len(classes) == 1, name
 

@@ -80,8 +80,14 @@ def test_the_shortcut_is_refused_and_the_feedback_names_torchs_device_mesh():
 
 
 def test_every_fixture_answers_the_three_functions_with_a_placement_argument():
+    """(A right answer that warns, listed under "warns", holds only the functions it changes, the
+    capstone's too: its other cells are the solution's.)"""
     for name in EXPECTED["fixtures"]:
         answers = _answers(name)
+        if name in EXPECTED.get("warns", ()):
+            answers = {f: source for f, source in answers.items() if f in FUNCTIONS}
+            assert answers and all("placement=None" in source for source in answers.values()), name
+            continue
         assert set(answers) == set(FUNCTIONS), name
         assert all("placement=None" in answers[f] for f in FUNCTIONS), name
 

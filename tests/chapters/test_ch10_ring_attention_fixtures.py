@@ -54,6 +54,7 @@ MESSAGES = {
     "torch_cp": [("test_ring_attention_values", "PyTorch's own implementation"),
                  ("test_ring_attention_values", "torch.distributed.tensor.experimental._context_parallel")],
     "unanswered": [("test_zigzag_positions", "NotImplementedError")],
+    "warns_but_right": [],   # a right answer that warns on every rank: full marks (issue 40)
 }
 
 

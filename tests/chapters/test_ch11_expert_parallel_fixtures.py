@@ -53,6 +53,7 @@ MESSAGES = {
                                              "refuses" for cell in TEST_CELLS},
     "shortcut_course_gates": {cell: "ran gate_matrix from course_lib, which this exercise refuses: the "
                                     "answer may not use course_lib" for cell in TEST_CELLS},
+    "warns_but_right": {},   # a right answer that warns on every rank: full marks (issue 40)
 }
 
 

@@ -47,14 +47,20 @@ def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str |
 
 def write_outputs(grading_dir: Path, db_url: str, assignments: list[str],
                   results: list[report.StudentResult]) -> None:
-    """grades.csv for every graded submission in the gradebook; review notes kept across runs."""
+    """grades.csv for every graded submission in the gradebook; review notes kept across runs.
+
+    review_notes.json: "<assignment>/<student>" -> {"notes": what to review, "lost_points": {grade_id:
+    "0/3: <reason>"} for each cell below full marks} (a plain list, as older runs wrote, is its notes)."""
     notes_file = grading_dir / "review_notes.json"
     known = json.loads(notes_file.read_text()) if notes_file.exists() else {}
+    known = {key: value if isinstance(value, dict) else {"notes": value, "lost_points": {}}
+             for key, value in known.items()}
     for result in results:
-        known[f"{result.assignment}/{result.student}"] = result.notes
+        known[f"{result.assignment}/{result.student}"] = {"notes": result.notes, "lost_points": result.lost}
     partial = notes_file.with_suffix(".partial")
     partial.write_text(json.dumps(known, indent=1, sort_keys=True))
     partial.replace(notes_file)
-    notes = {tuple(key.split("/", 1)): value for key, value in known.items()}
+    notes = {tuple(key.split("/", 1)): value["notes"] for key, value in known.items()}
+    lost = {tuple(key.split("/", 1)): value.get("lost_points", {}) for key, value in known.items()}
     rows = gradebook_merge.export_rows(db_url, assignments)
-    report.write_grades_csv(grading_dir / "grades.csv", rows, notes)
+    report.write_grades_csv(grading_dir / "grades.csv", rows, notes, lost)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CSV_COLUMNS = ["assignment", "student_id", "timestamp", "raw_score", "score", "max_score",
-               "needs_manual_grade", "review_notes"]
+               "needs_manual_grade", "review_notes", "lost_points"]
 
 
 @dataclass
@@ -26,6 +26,7 @@ class StudentResult:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     cells: dict[str, float] = field(default_factory=dict)   # test grade_id -> points
+    lost: dict[str, str] = field(default_factory=dict)      # grade_id below full -> "0/3: <reason>"
 
     @property
     def needs_review(self) -> bool:
@@ -69,8 +70,10 @@ def summary_table(results: list[StudentResult]) -> str:
     return "\n".join(lines)
 
 
-def write_grades_csv(path: Path, rows: list[dict], notes: dict[tuple[str, str], list[str]]) -> None:
-    """nbgrader's export columns plus review_notes; written to a temporary file, then renamed."""
+def write_grades_csv(path: Path, rows: list[dict], notes: dict[tuple[str, str], list[str]],
+                     lost: dict[tuple[str, str], dict[str, str]] | None = None) -> None:
+    """nbgrader's export columns plus review_notes and lost_points (each cell below full marks and why);
+    written to a temporary file, then renamed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".csv.partial")
     with partial.open("w", newline="") as handle:
@@ -78,5 +81,7 @@ def write_grades_csv(path: Path, rows: list[dict], notes: dict[tuple[str, str], 
         writer.writeheader()
         for row in rows:
             key = (row["assignment"], row["student_id"])
-            writer.writerow({**row, "review_notes": " | ".join(notes.get(key, []))})
+            reasons = sorted((lost or {}).get(key, {}).items())
+            writer.writerow({**row, "review_notes": " | ".join(notes.get(key, [])),
+                             "lost_points": " | ".join(f"{cell} {why}" for cell, why in reasons)})
     partial.replace(path)

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading.autograder import class_files, gradebook_merge, report, review, submissions
+from course_lib.grading.autograder import (
+    cell_verdicts,
+    class_files,
+    gradebook_merge,
+    report,
+    review,
+    submissions,
+)
 from course_lib.grading.sandbox.failures import nbgrader_error
 
 
@@ -48,6 +55,13 @@ def finish(run, setup, outcome: Outcome) -> report.StudentResult:
     review_cells = set()
     for name, notebook in outcome.notebooks.items():
         notes += review.execution_notes(notebook)
+        # the check's verdict, not nbgrader's stderr rule, scores a test cell (a warning costs nothing)
+        cell_verdicts.rescore(notebook, name, scores)
+        verdicts = outcome.verdicts.get(name, {})
+        in_notebook = {gid: (s or (0,))[0] or 0.0 for (nb, gid), s in scores.items() if nb == name}
+        for grade_id, note in cell_verdicts.disagreements(notebook, name, in_notebook, verdicts).items():
+            review_cells.add((name, grade_id))
+            notes.append(note)
         failed = {gid: v.message for gid, v in outcome.verdicts.get(name, {}).items() if not v.passed}
         disputed = {gid: msg for gid, msg in failed.items() if (scores.get((name, gid)) or (0,))[0]}
         for grade_id in failed:
@@ -59,9 +73,30 @@ def finish(run, setup, outcome: Outcome) -> report.StudentResult:
         review.add_isolated_verdicts(notebook, disputed)
     merged = gradebook_merge.merge_student(run.db_url, assignment, student, scores, review_cells,
                                            review_all=bool(notes))
+    lost = lost_points(outcome, merged)
     keep_autograded(run, setup, outcome)
     return report.StudentResult(student, assignment, merged.score, merged.max_score, notes, outcome.seconds,
-                                {c.cell: c.points for c in merged.cells})
+                                {c.cell: c.points for c in merged.cells}, lost)
+
+
+def lost_points(outcome: Outcome, merged: gradebook_merge.MergedScores) -> dict[str, str]:
+    """grade_id -> why each cell scored below full ("0/3: <reason>"), written beside the cell too; a test cell
+    whose stderr lines did not cost it is told they are warnings."""
+    lost = {}
+    for name, notebook in outcome.notebooks.items():
+        points = {c.cell: c.points for c in merged.cells if c.notebook == name}
+        found = cell_verdicts.reasons(notebook, name, points, outcome.verdicts.get(name, {}))
+        warned = {cell_verdicts.marks(cell).get("grade_id") for cell in notebook.cells
+                  if cell_verdicts.is_test_cell(cell) and cell_verdicts.warnings_text(cell)}
+        cell_verdicts.annotate(notebook, found, warned - set(found))
+        lost.update(found)
+    for cell in merged.cells:
+        if cell.points < cell.max_points and cell.cell not in lost:
+            graded = cell.notebook in outcome.notebooks
+            why = "no automatic score for it" if graded else "its notebook was not graded"
+            why += " (see the review notes)"
+            lost[cell.cell] = f"{cell.points:g}/{cell.max_points:g}: {why}"
+    return lost
 
 
 def keep_autograded(run, setup, outcome: Outcome) -> None:
