@@ -137,6 +137,8 @@ CHECKS = {
         CH09 + "check_round_trip_hidden", CH09_STORAGE),
     ("09_on_the_cluster", "test_checkpoint_atomic"): IsolatedCheck(
         CH09 + "check_atomic_hidden", CH09_STORAGE),
+    ("09_on_the_cluster", "test_checkpoint_durable"): IsolatedCheck(
+        CH09 + "check_durable_hidden", ("save_checkpoint",)),
     ("09_on_the_cluster", "test_resume_after_sigkill"): IsolatedCheck(
         CH09 + "check_resume_after_sigkill_hidden", ("train",)),
     ("09_on_the_cluster", "test_resume_after_sigterm"): IsolatedCheck(

@@ -71,7 +71,8 @@ def test_the_grading_paragraph_states_the_notebooks_points():
               "test_checkpoint_atomic": "**Atomic** ({})",
               "test_resume_after_sigkill": "**Resume after SIGKILL** ({})",
               "test_resume_after_sigterm": "**SIGTERM** ({})",
-              "test_resume_on_new_world_size": "**New world size** ({})"}
+              "test_resume_on_new_world_size": "**New world size** ({})",
+              "test_checkpoint_durable": "**Durable** ({})"}
     for grade_id, phrase in stated.items():
         assert phrase.format(ch09.POINTS[grade_id]) in text, (grade_id, phrase)
 

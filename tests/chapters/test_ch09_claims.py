@@ -152,8 +152,13 @@ def test_what_the_hangs_and_checkpoints_sections_say_of_torch_is_in_torch_2_13()
     assert '"TORCH_NCCL_DUMP_ON_TIMEOUT"' in (C10D_HEADERS / "ProcessGroupNCCL.hpp").read_text()
     entry_points = next(TORCH.parent.glob("torch-*.dist-info")) / "entry_points.txt"
     assert "torchfrtrace = torch.distributed.flight_recorder.fr_trace:main" in entry_points.read_text()
-    saver = (TORCH / "distributed" / "checkpoint" / "state_dict_saver.py").read_text().splitlines()
-    assert saver[220].startswith("def async_save(") and "state_dict_saver.py:221" in markdown()
+    staging = (TORCH / "distributed" / "checkpoint" / "staging.py").read_text()
+    saver = (TORCH / "distributed" / "checkpoint" / "state_dict_saver.py").read_text()
+    async_save = saver[saver.index("def async_save("):saver.index("def _stateful_to_state_dict")]
+    assert "async_stager = DefaultStager(" in async_save and "async_stager.stage(state_dict)" in async_save
+    assert "class DefaultStager(AsyncStager)" in staging and "self._state_dict_stager.stage(" in staging
+    text = " ".join(markdown().split())
+    assert "`DefaultStager`, whose `stage` copies every tensor through a `StateDictStager`" in text
     writer = (TORCH / "distributed" / "checkpoint" / "filesystem.py").read_text()
     finish = writer[writer.index("    def finish(self, metadata"):]
     assert "self.fs.rename(tmp_path, metadata_path)" in finish[:2000]
