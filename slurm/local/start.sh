@@ -108,7 +108,7 @@ wait_for_idle_node() {
     while ((SECONDS < deadline)); do
         state="$(sinfo --noheader --nodes="$NODE_NAME" --format=%T 2>/dev/null || true)"
         case "$state" in
-            idle | mixed | allocated) return 0 ;;
+            idle | mixed | allocated | planned) return 0 ;;   # planned: held by backfill for a job
             down* | drain*) scontrol update nodename="$NODE_NAME" state=resume >/dev/null 2>&1 || true ;;
         esac
         sleep 0.5
