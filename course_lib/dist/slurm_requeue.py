@@ -1,10 +1,12 @@
 """A Slurm job preempted on purpose and requeued: warn it, let it save and requeue itself, watch it resume.
 
-``preempt_and_requeue`` submits a batch script that handles Slurm's warning signal (slurm/preemptible.sbatch),
-waits until the job has written its first checkpoint, sends the warning by hand (``scancel --signal=USR1
---batch``: what ``--signal=B:USR1@<s>`` sends at a time limit or a preemption), and follows the requeued
-job to its end. Slurm holds a requeued batch job back before it may start again (EligibleTime 121 s after
-the requeue on the local Slurm 22.05); ``scontrol update StartTime=now`` lets it go at once.
+``preempt_and_requeue`` submits a batch script that handles Slurm's signals (slurm/preemptible.sbatch),
+waits until the job has written its first checkpoint, then either sends the time limit's warning by hand
+(``scancel --signal=USR1 --batch``: what ``--signal=B:USR1@<s>`` sends) or preempts it for real with a job
+of a higher-priority partition, and follows the requeued job to its end. Slurm holds a requeued batch job
+back before it may start again (EligibleTime 121 s after the requeue on the local Slurm 22.05);
+``scontrol update StartTime=now+2`` lets it go 2 s later (a start within the second of the requeue is
+refused by slurmd, "Job credential revoked", and fails the job: slurmctld's log).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from .slurm_jobs import (
     slurm_environment,
     slurm_unavailable_reason,
 )
+
+RESTART_DELAY_S = 2
 
 
 @dataclass(frozen=True)
@@ -52,10 +56,30 @@ def _until(condition: Callable[[], object], deadline: float, what: str, job_id: 
         time.sleep(poll_s)
 
 
+def warn(job_id: str, env: dict) -> None:
+    """What ``--signal=B:USR1@<s>`` sends before a time limit: USR1 to the batch script."""
+    run_slurm_command(["scancel", "--signal=USR1", "--batch", job_id], env, 30)
+
+
+def urgent_job(partition: str = "urgent") -> Callable[[str, dict], None]:
+    """A real preemption: a job in a partition of higher PriorityTier that needs the whole node (the local
+    Slurm's "urgent" partition; slurm/local/start.sh). Slurm sends the running job SIGCONT and SIGTERM at once
+    and SIGKILL GraceTime seconds later, and requeues it (PreemptMode=REQUEUE)."""
+    def preempt(job_id: str, env: dict) -> None:
+        command = ["sbatch", "--parsable", f"--partition={partition}", "--exclusive",
+                   "--job-name=course-urgent", "--output=/dev/null", "--wrap=true"]
+        submitted = run_slurm_command(command, env, 60)
+        if submitted.returncode != 0:
+            raise RuntimeError(f"the urgent job was refused: {submitted.stderr.strip() or submitted.stdout}")
+    return preempt
+
+
 def preempt_and_requeue(script, *script_args: str, ready: Callable[[Path], bool], sbatch_args=(),
-                        submit_dir=None, env=None, timeout: float = 240) -> RequeuedJob:
-    """Submit ``script``, warn it once ``ready(run_dir)`` holds (run_dir: the job's runs/<name>-<id>),
-    let its requeued run start at once, and wait for the end; the job is cancelled after ``timeout`` s."""
+                        submit_dir=None, env=None, timeout: float = 240,
+                        preempt: Callable[[str, dict], None] = warn) -> RequeuedJob:
+    """Submit ``script``, ``preempt`` it once ``ready(run_dir)`` holds (run_dir: the job's runs/<name>-<id>;
+    by default the time limit's warning, ``urgent_job()`` for a real preemption), let its requeued run start
+    at once, and wait for the end; the job is cancelled after ``timeout`` s."""
     environment = slurm_environment(env)
     reason = slurm_unavailable_reason(environment)
     if reason:
@@ -73,14 +97,20 @@ def preempt_and_requeue(script, *script_args: str, ready: Callable[[Path], bool]
     run_dir = submit_dir / "runs" / f"{name}-{job_id}"
     _until(lambda: ready(run_dir), deadline, "its first checkpoint", job_id, environment)
     warned = time.monotonic() - started
-    run_slurm_command(["scancel", "--signal=USR1", "--batch", job_id], environment, 30)
+    preempt(job_id, environment)
+
+    released = []
 
     def requeued() -> bool:
         """The job is queued again (or running again); or it ended without being requeued."""
         fields = _fields(job_id, environment)
         state, restarts = fields.get("JobState"), int(fields.get("Restarts", "0"))
-        if state == "PENDING" and restarts >= 1:
-            run_slurm_command(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], environment, 30)
+        if state == "PENDING" and restarts >= 1 and not released:
+            # once, and not "now": a start within the second of the requeue is refused ("Job credential
+            # revoked" in slurmctld's log) and fails the job
+            run_slurm_command(["scontrol", "update", f"JobId={job_id}", f"StartTime=now+{RESTART_DELAY_S}"],
+                              environment, 30)
+            released.append(True)
         # while the requeue happens, the first run may show as FAILED for a moment: not the end yet
         return (restarts >= 1 and state in ("PENDING", "CONFIGURING", "RUNNING")) or \
             (restarts == 0 and state in FINAL_STATES)

@@ -11,6 +11,7 @@ save's last file opened for writing left empty).
   test_resume_after_sigkill          3    check_resume_after_sigkill_hidden(train)
   test_resume_after_sigterm          2    check_resume_after_sigterm_hidden(train)
   test_resume_on_new_world_size      2    check_resume_on_new_world_size_hidden(train)
+  test_checkpoint_durable            2    check_durable_hidden(save_checkpoint)
 
 round trip: ten to twelve saves on N ranks (versions past the ninth: their order is not their names'
 alphabetical one), loaded on N (each rank its own last state) and on M > N (rank r gets what rank r % N
@@ -21,11 +22,16 @@ a mix, never the loss of the first. sigkill: SIGKILL between saves and inside a 
 losses and final weights equal the uninterrupted run's bit for bit, from the newest checkpoint complete at
 the kill. sigterm: SIGTERM reaching rank 0 one step before rank 1: every rank saves the same step and
 returns within the grace, and the run resumes exactly. new world size: killed on N ranks, resumed on M (no
-dropout): the plain loop's losses and weights to rounding.
+dropout): the plain loop's losses and weights to rounding. durable: the second
+save recorded on the ranks (every os.fsync/os.fdatasync/os.sync, file made and rename, with its time): every
+file it wrote synced before the rename that publishes it, every folder that gained an entry synced before it
+too, and the publishing folder synced after it, before the save returns (fsync(2); DCP syncs its files:
+sync_files=True).
 """
 
 from __future__ import annotations
 
+import os
 import random
 
 from course_lib.dist.preemption import Preemption
@@ -36,13 +42,15 @@ from course_lib.grading.checks.ch09_checkpoint.runs import (
     atomic_problems,
     resume_problems,
     round_trip_problems,
+    sync_record,
 )
 from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
 
 from ._seeds import fresh_seed
 
 POINTS = {"test_checkpoint_round_trip": 2, "test_checkpoint_atomic": 2, "test_resume_after_sigkill": 3,
-          "test_resume_after_sigterm": 2, "test_resume_on_new_world_size": 2}
+          "test_resume_after_sigterm": 2, "test_resume_on_new_world_size": 2,
+          "test_checkpoint_durable": 2}
 TIMEOUT_S = 60
 STEPS_PER_EPOCH = TrainingJob("-").steps_per_epoch   # 5: no checkpoint the checks resume from ends an epoch
 
@@ -136,6 +144,91 @@ def check_resume_on_new_world_size_hidden(train) -> None:
     fail_with(problems, f"train(job) does not resume on another number of ranks (seed {seed})")
 
 
+# ---- durable: the save's files and folders synced before the rename that publishes it -------------------
+
+def _timeline(record: dict) -> list[dict]:
+    """Every rank's recorded events, in the order they happened (one monotonic clock for the machine)."""
+    events = [{"t": t, "kind": kind, "path": path, "ino": ino, "dir": is_dir, "rank": int(rank)}
+              for rank, side in record["ranks"].items() for t, kind, path, ino, is_dir in side["events"]]
+    return sorted(events, key=lambda event: event["t"])
+
+
+def _said(event: dict) -> str:
+    what = {"fsync": "os.fsync", "fdatasync": "os.fdatasync", "sync": "os.sync()", "create": "made",
+            "rename": "renamed"}[event["kind"]]
+    folder = " (a folder)" if event["dir"] else ""
+    return f"rank {event['rank']} {what} {event['path'] or ''}{folder}".rstrip()
+
+
+def _publication(events: list[dict], after: dict, new: set[str]) -> dict | None:
+    """The rename that made the checkpoint visible: the last one into a name that is there after the save;
+    without any rename, the last file the save created from Python."""
+    renames = [e for e in events if e["kind"] == "rename" and e["path"].split(" -> ")[-1] in after]
+    if renames:
+        return renames[-1]
+    made = [e for e in events if e["kind"] == "create" and e["path"] in new]
+    return made[-1] if made else None
+
+
+def _appeared(events: list[dict], path: str, inode: int, started: int) -> int:
+    """When an entry was first seen: made, renamed into place, or synced (the save's start if never)."""
+    seen = [e["t"] for e in events if (e["kind"] == "create" and e["path"] == path)
+            or (e["kind"] == "rename" and e["path"].split(" -> ")[-1] == path)
+            or (e["kind"] in ("fsync", "fdatasync") and e["ino"] == inode)]
+    return min(seen, default=started)
+
+
+def _synced(events, inode: int, folder: bool, after_t: int, before_t: int) -> bool:
+    return any(after_t <= e["t"] < before_t and (e["kind"] == "sync" or (
+        e["kind"] in ("fsync", "fdatasync") and e["ino"] == inode and e["dir"] == folder)) for e in events)
+
+
+def durability_problems(record: dict) -> list[str]:
+    """Judge a recorded save: every file it wrote synced before the publication, every folder that gained
+    an entry synced after that entry appeared and before the publication, the publishing folder after."""
+    events, before, after = _timeline(record), record["before"], record["after"]
+    started = min(side["started"] for side in record["ranks"].values())
+    written = {p for p, (ino, size, mtime, is_dir) in after.items()
+               if not is_dir and (p not in before or before[p][:3] != [ino, size, mtime])}
+    new = {p for p, entry in after.items() if p != "." and (p not in before or before[p][0] != entry[0])}
+    shown = [_said(e) for e in events if not (e["kind"] == "create" and e["path"] == ".")]
+    where = ("what your save of the second checkpoint did, in order: " + ("; ".join(shown[:16]) or
+             "no sync call, nothing made or renamed") + ("; ..." if len(shown) > 16 else ""))
+    publication = _publication(events, after, new)
+    if publication is None:
+        return ["no rename put the checkpoint in place and no file was created from Python to mark it "
+                "complete, so nothing orders the syncs before the moment it becomes visible", where]
+    target = publication["path"].split(" -> ")[-1]
+    problems = []
+    for path in sorted(written - {target} if publication["kind"] == "create" else written):
+        if not _synced(events, after[path][0], False, started, publication["t"]):
+            problems.append(f"{path} was not synced (os.fsync on the file) before the checkpoint was "
+                            f"published ({_said(publication)}): after a crash of the machine the new "
+                            "checkpoint can be complete by its name and cut in its bytes")
+    for folder in sorted({os.path.dirname(p) or "." for p in new - {target}}):
+        entries = [p for p in new - {target} if (os.path.dirname(p) or ".") == folder]
+        appeared = max(_appeared(events, entry, after[entry][0], started) for entry in entries)
+        if not _synced(events, after[folder][0], True, appeared, publication["t"]):
+            problems.append(f"the folder {folder} gained {', '.join(sorted(entries)[:3])} but was not synced "
+                            f"(os.fsync on the folder) between then and the publication: a file's fsync "
+                            "does not make its name durable (fsync(2))")
+    folder = os.path.dirname(target) or "."
+    returned = record["ranks"][publication["rank"]]["returned"]
+    if folder in after and not _synced(events, after[folder][0], True, publication["t"] + 1, returned + 1):
+        problems.append(f"the folder {folder}, where the checkpoint was published ({_said(publication)}), "
+                        "was not synced after it before save_checkpoint returned: a crash right after the "
+                        "return can undo the publication")
+    return problems[:3] + [where] if problems else []
+
+
+def check_durable_hidden(save_checkpoint) -> None:
+    seed = fresh_seed()
+    rng = random.Random(seed)
+    record, failure = sync_record(save_checkpoint, rng.choice((2, 3)), seed % 100_000, TIMEOUT_S)
+    problems = [failure] if failure else durability_problems(record)
+    fail_with(problems, f"save_checkpoint's checkpoint might not survive a machine crash (seed {seed})")
+
+
 EXERCISE = Exercise(
     "ch09_checkpoint", "09_on_the_cluster", answers=("save_checkpoint", "load_checkpoint", "train"),
     points=POINTS, fixtures="checkpoint", refusals=(REFUSAL,))
@@ -146,4 +239,5 @@ ROWS = {
     "test_resume_after_sigkill": (check_resume_after_sigkill_hidden, ("train",)),
     "test_resume_after_sigterm": (check_resume_after_sigterm_hidden, ("train",)),
     "test_resume_on_new_world_size": (check_resume_on_new_world_size_hidden, ("train",)),
+    "test_checkpoint_durable": (check_durable_hidden, ("save_checkpoint",)),
 }

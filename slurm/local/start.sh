@@ -15,6 +15,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 SLURMCTLD_PORT="${COURSE_SLURMCTLD_PORT:-6817}"
 SLURMD_PORT="${COURSE_SLURMD_PORT:-6818}"
 PARTITION="${COURSE_SLURM_PARTITION:-local}"
+# A job in the urgent partition preempts one in the default partition (PriorityTier), which gets SIGTERM at
+# once and GraceTime seconds before SIGKILL, and is requeued (PreemptMode=REQUEUE: slurm.conf(5)).
+URGENT_PARTITION="${COURSE_SLURM_URGENT_PARTITION:-urgent}"
+GRACE_TIME_S="${COURSE_SLURM_GRACE_TIME_S:-10}"
 NODE_NAME="$(hostname -s)"
 STARTUP_TIMEOUT_S=60
 
@@ -77,8 +81,11 @@ MinJobAge=3600
 KillWait=5
 InactiveLimit=0
 MailProg=/bin/true
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 NodeName=$NODE_NAME NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$memory_mb State=UNKNOWN
-PartitionName=$PARTITION Nodes=$NODE_NAME Default=YES MaxTime=INFINITE State=UP
+PartitionName=$PARTITION Nodes=$NODE_NAME Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE_TIME_S
+PartitionName=$URGENT_PARTITION Nodes=$NODE_NAME Default=NO MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 EOF
     chmod 644 "$COURSE_SLURM_CONF"
 }
@@ -101,7 +108,7 @@ wait_for_idle_node() {
     while ((SECONDS < deadline)); do
         state="$(sinfo --noheader --nodes="$NODE_NAME" --format=%T 2>/dev/null || true)"
         case "$state" in
-            idle | mixed | allocated) return 0 ;;
+            idle | mixed | allocated | planned) return 0 ;;   # planned: held by backfill for a job
             down* | drain*) scontrol update nodename="$NODE_NAME" state=resume >/dev/null 2>&1 || true ;;
         esac
         sleep 0.5

@@ -152,8 +152,13 @@ def test_what_the_hangs_and_checkpoints_sections_say_of_torch_is_in_torch_2_13()
     assert '"TORCH_NCCL_DUMP_ON_TIMEOUT"' in (C10D_HEADERS / "ProcessGroupNCCL.hpp").read_text()
     entry_points = next(TORCH.parent.glob("torch-*.dist-info")) / "entry_points.txt"
     assert "torchfrtrace = torch.distributed.flight_recorder.fr_trace:main" in entry_points.read_text()
-    saver = (TORCH / "distributed" / "checkpoint" / "state_dict_saver.py").read_text().splitlines()
-    assert saver[220].startswith("def async_save(") and "state_dict_saver.py:221" in markdown()
+    staging = (TORCH / "distributed" / "checkpoint" / "staging.py").read_text()
+    saver = (TORCH / "distributed" / "checkpoint" / "state_dict_saver.py").read_text()
+    async_save = saver[saver.index("def async_save("):saver.index("def _stateful_to_state_dict")]
+    assert "async_stager = DefaultStager(" in async_save and "async_stager.stage(state_dict)" in async_save
+    assert "class DefaultStager(AsyncStager)" in staging and "self._state_dict_stager.stage(" in staging
+    text = " ".join(markdown().split())
+    assert "`DefaultStager`, whose `stage` copies every tensor through a `StateDictStager`" in text
     writer = (TORCH / "distributed" / "checkpoint" / "filesystem.py").read_text()
     finish = writer[writer.index("    def finish(self, metadata"):]
     assert "self.fs.rename(tmp_path, metadata_path)" in finish[:2000]
@@ -170,3 +175,133 @@ def test_what_the_preemption_section_says_of_slurm_is_in_its_manual_pages(page, 
     import gzip
 
     assert said in " ".join(gzip.decompress(manual.read_bytes()).decode(errors="replace").split())
+
+
+# ---- issue 43: durable checkpoints, Slurm's signals, NCCL's defaults, sources by name ----------------------
+
+def cells() -> list[dict]:
+    return json.loads(CHAPTER.read_text())["cells"]
+
+
+def test_nccls_default_timeout_is_10_minutes_and_async_error_handlings_default_is_3_outside_torchrun():
+    header = (C10D_HEADERS / "ProcessGroupNCCL.hpp").read_text()
+    assert "kProcessGroupNCCLDefaultTimeout =\n    std::chrono::milliseconds(10 * 60 * 1000);" in header
+    assert "the default value (3 - SkipCleanUp)" in header and "SkipCleanUp = 3" in header
+    c10d = (TORCH / "distributed" / "distributed_c10d.py").read_text()
+    default = c10d[c10d.index("def _get_default_timeout("):][:800]
+    assert "return default_pg_nccl_timeout" in default and "return default_pg_timeout" in default
+    text = " ".join(markdown().split())
+    assert "The default for gloo is 30 minutes" in text and "for NCCL it is 10 minutes" in text
+    assert "gets PyTorch's own default, 3 (SkipCleanUp" in text
+    assert "`LocalElasticAgent._start_workers`" in text
+    agent = (TORCH / "distributed" / "elastic" / "agent" / "server" / "local_elastic_agent.py").read_text()
+    start = agent[agent.index("    def _start_workers("):]
+    assert '"TORCH_NCCL_ASYNC_ERROR_HANDLING", str(1)' in start[:3000]
+
+
+def test_dcp_syncs_its_files_before_the_rename_by_default_and_never_its_folder():
+    import inspect
+
+    from torch.distributed.checkpoint import FileSystemWriter, filesystem
+
+    assert inspect.signature(FileSystemWriter.__init__).parameters["sync_files"].default is True
+    assert "os.fsync(stream.fileno())" in inspect.getsource(filesystem._write_files_from_queue)
+    finish = inspect.getsource(filesystem._FileSystemWriter.finish)
+    synced, renamed = "os.fsync(metadata_file.fileno())", "self.fs.rename(tmp_path, metadata_path)"
+    assert finish.index(synced) < finish.index(renamed)
+    source = inspect.getsource(filesystem)
+    assert "O_DIRECTORY" not in source and "os.open(" not in source       # no folder is ever synced
+    text = " ".join(markdown().split())
+    for said in ("`FileSystemWriter(sync_files=True)`, the default", "`_write_files_from_queue`",
+                 "`FileSystemWriter.finish`", "it does not sync the folder", "*fsync(2)*",
+                 "| a killed process (SIGKILL, OOM killer) |",
+                 "| a crashed node (kernel panic, hardware fault) |", "| a lost power supply |"):
+        assert said in text, said
+
+
+def test_the_solution_syncs_every_file_and_folder_before_its_commit_and_the_folder_after():
+    solution = json.loads((EXCERPTS / "09_on_the_cluster.ipynb").read_text())["cells"]
+    save = next("".join(c["source"]) for c in solution
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "save_checkpoint")
+    steps = ("torch.save(state, file)", "os.fsync(file.fileno())", "sync_folder(folder)  ",
+             "sync_folder(path)", "os.replace(", "sync_folder(folder)                            # the",
+             "shutil.rmtree(")
+    order = [save.index(said) for said in steps]
+    assert order == sorted(order), order
+
+
+SLURM_PAGES = ("slurm.schedmd.com/sbatch.html", "slurm.schedmd.com/scancel.html",
+               "slurm.schedmd.com/preempt.html", "slurm.schedmd.com/slurm.conf.html")
+
+
+def test_the_table_of_slurms_signals_has_its_three_events_and_cites_slurms_pages():
+    text = " ".join(markdown().split())
+    rows = [line for line in markdown().splitlines() if line.startswith("| ")]
+    events = {row.split("|")[1].strip(): row for row in rows}
+    time_limit, cancel, preemption = (events[key] for key in (
+        "time limit, with `--signal=B:USR1@120`", "`scancel <job>`", "preemption, `PreemptMode=REQUEUE`"))
+    assert "SIGUSR1 to the batch shell only" in time_limit and "`KillWait`" in time_limit
+    assert "SIGCONT then SIGTERM" in cancel and "`KillWait`" in cancel
+    assert "SIGCONT and SIGTERM at once" in preemption and "`GraceTime`" in preemption
+    assert "preempt_send_user_signal" in preemption and "yes, by Slurm" in preemption
+    assert all(page in text for page in SLURM_PAGES)
+
+
+@pytest.mark.parametrize("said", [
+    "Once a job has been selected for preemption, its end time is set to the current time plus GraceTime",
+    "The job's tasks are immediately sent SIGCONT and SIGTERM signals",
+    "This second set of signals is sent to both the tasks and the containing batch script",
+    "Send the user signal (e.g. --signal=<sig_num>) at preemption time even if the signal time hasn't been "
+    "reached",
+    "upon reaching its time limit. If the job fails to terminate gracefully in the interval specified, it "
+    "will be forcibly terminated. The default value is 30 seconds.",
+    "Preempts jobs by requeuing them (if possible) or canceling them. For jobs to be requeued they must have "
+    "the --requeue sbatch option set",
+])
+def test_what_the_table_says_of_preemption_is_in_slurm_confs_manual_page(said):
+    import gzip
+
+    manual = Path("/usr/share/man/man5/slurm.conf.5.gz")
+    if not manual.exists():
+        pytest.skip("no slurm.conf manual page here (Slurm's packages are not installed)")
+    page = re.sub(r"\\f[BIRP]", "", gzip.decompress(manual.read_bytes()).decode(errors="replace"))
+    page = " ".join(line for line in page.replace("\\-", "-").splitlines() if not line.startswith("."))
+    assert said in " ".join(page.split())
+
+
+def test_the_local_slurm_preempts_for_real_with_a_short_grace_and_the_script_traps_term_and_usr1():
+    start = (SLURM / "local" / "start.sh").read_text()
+    grace = int(re.search(r'GRACE_TIME_S="\$\{COURSE_SLURM_GRACE_TIME_S:-(\d+)\}"', start).group(1))
+    assert 10 <= grace <= 20 and "PreemptType=preempt/partition_prio" in start
+    default = next(line for line in start.splitlines() if line.startswith("PartitionName=$PARTITION "))
+    urgent = next(line for line in start.splitlines() if line.startswith("PartitionName=$URGENT_PARTITION "))
+    tier = {name: int(re.search(r"PriorityTier=(\d+)", line).group(1)) for name, line in
+            (("default", default), ("urgent", urgent))}
+    assert tier["urgent"] > tier["default"] and "PreemptMode=REQUEUE GraceTime=$GRACE_TIME_S" in default
+    assert f"a `GraceTime` of {grace} s" in " ".join(markdown().split())
+    script = (SLURM / "preemptible.sbatch").read_text()
+    assert "trap course_on_term TERM" in script and "trap course_on_warning USR1" in script
+    assert "#SBATCH --requeue" in script and "PreemptTime" in script
+
+
+def test_the_sigterm_design_is_described_only_after_the_exercise_that_asks_for_it():
+    chapter = cells()
+    graded = [i for i, c in enumerate(chapter) if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    design = [i for i, c in enumerate(chapter) if c["cell_type"] == "markdown"
+              and "all-reduce" in "".join(c["source"]) and "same step" in "".join(c["source"])]
+    assert design and min(design) > max(graded), (design, max(graded))
+
+
+def test_the_channel_excerpt_is_attributed_to_its_issue_and_the_oob_part_of_a_long_line_is_shown():
+    from course_lib.dist.nccl_log import read_excerpts
+
+    channels = read_excerpts(EXCERPTS / "nccl_debug_info.log")[1]
+    assert channels.source == "https://github.com/NVIDIA/nccl/issues/634"
+    assert any("4[31000]" in line for line in channels.lines)
+    text = " ".join(markdown().split())
+    assert "(NVIDIA/nccl issue #634: another user's log, not the 2.4.8 one)" in text
+    code = "\n".join("".join(c["source"]) for c in cells() if c["cell_type"] == "code")
+    assert 'f"{line[:100]} ... {line[-55:]}"' in code
+    ib = next(line for e in read_excerpts(EXCERPTS / "nccl_current_info.log") for line in e.lines
+              if "NET/IB : Using" in line)
+    assert len(ib) >= 160 and "OOB eth0" in ib[-55:]

@@ -101,7 +101,7 @@ def test_start_again_keeps_the_running_cluster(local_slurm):
     assert result.returncode == 0 and "already running" in result.stdout, result.stdout + result.stderr
     assert pid_file.read_text() == before
     sinfo = local_slurm.run("sinfo", "--noheader", "--format=%P %T")
-    assert sinfo.stdout.split()[1] in {"idle", "mixed", "allocated"}, sinfo.stdout
+    assert sinfo.stdout.split()[1] in {"idle", "mixed", "allocated", "planned"}, sinfo.stdout
 
 
 @pytest.mark.slurm

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
+import sys
 import tempfile
+import time
 from contextlib import contextmanager
 
 import torch
@@ -112,3 +115,113 @@ def train_side(rank, world_size, student, job):
     if not isinstance(module, nn.Module):
         return f"train(job) returned {type(model).__name__}, not the model"
     return {name: tensor.detach().clone() for name, tensor in module.state_dict().items()}
+
+
+# ---- durability: what a save syncs, and when (recorded here; judged by the instructor's hidden check) ----
+
+SYNC_CALLS = ("fsync", "fdatasync", "sync")
+_ENTRY_EVENTS = {"open": "create", "os.mkdir": "create", "os.rename": "rename"}
+
+
+class SyncRecorder:
+    """Records, with CLOCK_MONOTONIC times (one clock for every process of the machine), each os.fsync,
+    os.fdatasync and os.sync a save makes, the files it opens for writing, the folders it makes, and its
+    renames (os.rename and os.replace both raise the "os.rename" audit event)."""
+
+    def __init__(self, folder: str):
+        self.folder, self.events, self.on = os.path.realpath(folder), [], False
+        self.originals = {name: getattr(os, name) for name in SYNC_CALLS if hasattr(os, name)}
+
+    def _relative(self, path) -> str | None:
+        try:
+            path = os.path.realpath(os.fsdecode(os.fspath(path)))
+        except (TypeError, ValueError):
+            return None
+        inside = path == self.folder or path.startswith(self.folder + os.sep)
+        return os.path.relpath(path, self.folder) if inside else None
+
+    def _synced(self, name: str, fd=None) -> None:
+        if not self.on:
+            return
+        if fd is None:
+            self.events.append([time.monotonic_ns(), name, "", -1, False])
+            return
+        try:
+            number = fd if isinstance(fd, int) else fd.fileno()
+            status = os.fstat(number)
+            where = self._relative(os.readlink(f"/proc/self/fd/{number}"))
+        except (OSError, TypeError, ValueError, AttributeError):
+            return
+        self.events.append([time.monotonic_ns(), name, where, status.st_ino, stat.S_ISDIR(status.st_mode)])
+
+    def install(self) -> None:
+        """Wrap os's sync calls, and watch the audit events (on from then on, recording while ``on``)."""
+        for name, original in self.originals.items():
+            def wrapper(*args, _name=name, _original=original):
+                result = _original(*args)
+                self._synced(_name, args[0] if args else None)
+                return result
+            setattr(os, name, wrapper)
+        sys.addaudithook(self._audit)
+
+    def rebind(self, namespace) -> None:
+        """Names in ``namespace`` bound to an unwrapped sync call (``from os import fsync``): the wrapper."""
+        if not isinstance(namespace, dict):
+            return
+        for key, value in list(namespace.items()):
+            for name, original in self.originals.items():
+                if value is original:
+                    namespace[key] = getattr(os, name)
+
+    def _audit(self, event: str, args) -> None:
+        kind = _ENTRY_EVENTS.get(event)
+        if not self.on or kind is None:
+            return
+        if event == "open":
+            path, mode, flags = (tuple(args) + (None, None, 0))[:3]
+            writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
+                (isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+            if not writes or isinstance(path, int) or path is None:
+                return
+            paths = [path]
+        else:
+            paths = [p for p in tuple(args)[:2 if kind == "rename" else 1] if not isinstance(p, int)]
+        relative = [self._relative(p) for p in paths]
+        if all(r is not None for r in relative) and relative:
+            self.events.append([time.monotonic_ns(), kind, " -> ".join(relative), -1, False])
+
+
+def folder_listing(folder: str) -> dict[str, list]:
+    """Every entry under ``folder``: relative path -> [inode, size, mtime_ns, is a folder]."""
+    listing = {".": [os.stat(folder).st_ino, 0, 0, True]}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            try:
+                status = os.lstat(path)
+            except OSError:
+                continue
+            listing[os.path.relpath(path, folder)] = [status.st_ino, status.st_size, status.st_mtime_ns,
+                                                      stat.S_ISDIR(status.st_mode)]
+    return listing
+
+
+def sync_record_side(rank, world_size, save, folder, seed):
+    """Save version 1, then version 2 recorded: this rank's sync calls, writes and renames in order, when
+    its save of version 2 started and returned, and (rank 0) the folder's listing before and after."""
+    recorder = SyncRecorder(folder)
+    recorder.install()
+    save_checkpoint = save.resolve()
+    recorder.rebind(getattr(save_checkpoint, "__globals__", None))
+    save_checkpoint(make_state(seed, rank, 1), folder)
+    torch.distributed.barrier()
+    before = folder_listing(folder) if rank == 0 else None
+    torch.distributed.barrier()
+    recorder.on, started = True, time.monotonic_ns()
+    save_checkpoint(make_state(seed, rank, 2), folder)
+    returned, recorder.on = time.monotonic_ns(), False
+    torch.distributed.barrier()
+    after = folder_listing(folder) if rank == 0 else None
+    check_not_refused()
+    return {"events": recorder.events, "started": started, "returned": returned, "before": before,
+            "after": after}

@@ -29,6 +29,7 @@ from course_lib.grading.checks.ch09_checkpoint.ranks import (
     round_trip_side,
     save_versions_side,
     scratch_folder,
+    sync_record_side,
     train_side,
 )
 from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
@@ -256,3 +257,17 @@ def _preempted_and_resumed(student, job, plan, world_size, new_world_size, refer
     steps, losses, weights = plain
     first = resumed.steps.get(0, [(steps[-1] + 1, "")])[0][0]
     return training_problems(resumed, job, range(first, steps[-1] + 1), losses, weights, on)
+
+
+def sync_record(save, world_size: int, seed: int, timeout: float) -> tuple[dict | None, str | None]:
+    """Two saves on ``world_size`` ranks, the second recorded (``sync_record_side``): every rank's sync calls,
+    writes and renames with their times, and the folder before and after. Judged by the hidden check."""
+    (save,) = students(save_checkpoint=save)
+    with scratch_folder() as folder:
+        run = run_preempted(sync_record_side, world_size, save, folder, seed, timeout=timeout)
+    failure = run_failure(run, f"saving twice on {world_size} ranks, the second save recorded (seed {seed})")
+    if failure:
+        return None, failure
+    record = {"ranks": {rank: run.values[rank] for rank in range(world_size)}}
+    record["before"], record["after"] = run.values[0]["before"], run.values[0]["after"]
+    return record, None

@@ -15,12 +15,13 @@ from course_lib.grading.checks.ch09_checkpoint.runs import (
     atomic_problems,
     resume_problems,
     round_trip_problems,
+    sync_record,
 )
 from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
 
 __all__ = ["REFUSAL", "TrainingJob", "check_checkpoint_atomic", "check_checkpoint_round_trip",
-           "check_resume_after_sigkill", "check_resume_after_sigterm", "check_resume_on_new_world_size",
-           "save_kills"]
+           "check_checkpoint_durable", "check_resume_after_sigkill", "check_resume_after_sigterm",
+           "check_resume_on_new_world_size", "save_kills"]
 
 VISIBLE_SEED = 7
 VISIBLE_TIMEOUT_S = 30
@@ -99,3 +100,17 @@ def check_resume_on_new_world_size(train, world_size: int = 2, new_world_size: i
     fail_with(problems, f"train(job) killed on {world_size} ranks does not resume on {new_world_size}")
     print(f"train: killed on {world_size} ranks after step 8, resumed on {new_world_size}: the same losses "
           "and final weights as the plain loop, to rounding")
+
+
+def check_checkpoint_durable(save_checkpoint, world_size: int = 2) -> None:
+    """Visible test: two saves on real ranks, the second recorded; prints what it synced and renamed, in
+    order. It judges nothing but that the saves ran: the hidden check judges the order (see the chapter)."""
+    record, failure = sync_record(save_checkpoint, world_size, VISIBLE_SEED, VISIBLE_TIMEOUT_S)
+    fail_with([failure] if failure else [], "save_checkpoint could not be recorded")
+    events = sorted((t, rank, kind, path, is_dir) for rank, side in record["ranks"].items()
+                    for t, kind, path, _, is_dir in side["events"])
+    start = events[0][0] if events else 0
+    print(f"save_checkpoint on {world_size} ranks, the second save: its syncs, the files and folders it made "
+          "and its renames, in order")
+    for t, rank, kind, path, is_dir in events:
+        print(f"  {(t - start) / 1e6:8.3f} ms  rank {rank}  {kind:9} {path or ''}{'/' if is_dir else ''}")
