@@ -25,6 +25,8 @@ CH09_STORAGE = ("save_checkpoint", "load_checkpoint")
 CH11 = "ch11_expert_parallel:"
 EP = ("expert_parallel_forward",)
 CH10 = "ch10_ring_attention:"
+CH04 = "ch04_stage_split:"
+SPLIT = ("split_stages",)
 
 CHECKS = {
     ("01_mlp_by_hand", "test_manual_backward_course"): IsolatedCheck(
@@ -45,6 +47,14 @@ CHECKS = {
         CH02 + "check_ring_all_reduce_no_collectives_hidden", ("ring_all_reduce",)),
     ("02_collectives", "test_ring_all_reduce_no_deadlock"): IsolatedCheck(
         CH02 + "check_ring_all_reduce_no_deadlock_hidden", ("ring_all_reduce",)),
+    ("04_model_parallel", "test_split_stages_balance"): IsolatedCheck(
+        CH04 + "check_split_stages_balance_hidden", SPLIT),
+    ("04_model_parallel", "test_split_stages_memory"): IsolatedCheck(
+        CH04 + "check_split_stages_memory_hidden", SPLIT),
+    ("04_model_parallel", "test_split_stages_fitting_step"): IsolatedCheck(
+        CH04 + "check_split_stages_fitting_step_hidden", SPLIT),
+    ("04_model_parallel", "test_split_stages_real_run"): IsolatedCheck(
+        CH04 + "check_split_stages_real_run_hidden", SPLIT),
     ("05_pipeline_parallel", "test_one_f_one_b_dependencies"): IsolatedCheck(
         CH05 + "check_one_f_one_b_dependencies_hidden", ("one_f_one_b",)),
     ("05_pipeline_parallel", "test_one_f_one_b_memory"): IsolatedCheck(

@@ -110,3 +110,32 @@ def test_nothing_in_course_lib_searches_for_a_split():
     folder = Path(visible.__file__).parent
     text = "\n".join(p.read_text() for p in folder.glob("*.py"))
     assert "combinations" not in text and "def best_step" not in text
+
+
+def _exercise_prose() -> str:
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "solutions" / "04_model_parallel" / "04_model_parallel.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def test_what_the_exercise_prose_states_is_what_the_checks_do():
+    prose = " ".join(_exercise_prose().split())
+    assert judge.CLEAR_GAP == 1.6 and "clearly more work (1.6 times)" in prose
+    assert "2 to 5 stages, up to 14 layers and 1 to 12 micro-batches" in prose
+    rng = random.Random(3)
+    drawn = [ch04.drawn_case(rng, binding, "d") for binding in (True, False) * 30]
+    assert {c.stages for c in drawn} <= set(range(2, 6)) and max(c.layers for c in drawn) <= 14
+    assert {c.microbatches for c in (*drawn, *ch04.FIXED_BALANCE)} <= set(range(1, 13))
+    memory = visible.VISIBLE_CASES["memory"]
+    assert (memory.layers, memory.stages, memory.microbatches, memory.memory_limit) == (12, 4, 8, 30.8)
+    assert "3 layers a stage over 4 stages, with 8 micro-batches" in prose and "30.8 GB" in prose
+    block = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14_336        # Llama 3 8B (Table 3)
+    assert round(block / 1e6) == 218 and round(128_256 * 4096 / 1e6) == 525
+    assert round(128_256 * 4096 / block, 1) == memory.forward[-1] == 2.4
+    assert round(16 * block / 1e9, 1) == memory.state[1]
+    assert round(16 * 128_256 * 4096 / 1e9, 1) == memory.state[0]
+    assert "218 M parameters" in prose and "525 M each" in prose and "2.4 blocks'" in prose
+    assert "Dubey et al. 2024, section 3.3.2" in prose

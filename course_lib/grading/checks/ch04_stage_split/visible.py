@@ -24,12 +24,21 @@ from .judge import (
     real_run_problems,
     step_problems,
 )
-from .model import NAME, Case, stage_memory, stage_table, step_time, transformer_case
+from .model import (
+    NAME,
+    Case,
+    stage_memory,
+    stage_ranges,
+    stage_table,
+    stage_times,
+    step_time,
+    transformer_case,
+)
 from .ranks import run_split
 
 __all__ = ["NAME", "REFUSAL", "VISIBLE_CASES", "Case", "check_split_stages_balance",
            "check_split_stages_fitting_step", "check_split_stages_memory", "check_split_stages_real_run",
-           "stage_memory", "stage_table", "step_time", "transformer_case"]
+           "stage_memory", "stage_ranges", "stage_table", "stage_times", "step_time", "transformer_case"]
 
 REFUSAL = Refusal(NAME, why="the exercise is to work out where the stages begin yourself")
 VISIBLE_TIMEOUT_S = 20
