@@ -101,3 +101,15 @@ def test_each_wrong_submission_loses_exactly_its_points(fixture):
         assert all(REFUSED[fixture] in m and "refuses" in m for m in messages.values()), messages
     if fixture == "ignores_memory":          # the feedback shows the stage that overflows
         assert "OVER THE LIMIT" in messages["test_split_stages_memory"]
+
+
+def test_the_registry_holds_the_hidden_checks_rows():
+    """The module's ROWS (what issue 37's registry collects) and instructor/registry.py's rows agree."""
+    from course_lib.grading.autograder.judge import load_registry
+    from course_lib.grading.settings import CODE_ROOT, read_settings
+
+    registry = load_registry(read_settings(CODE_ROOT).registry)
+    assert set(ch04.ROWS) == set(ch04.POINTS)
+    for grade_id, (check, answers) in ch04.ROWS.items():
+        row = registry[("04_model_parallel", grade_id)]
+        assert row.check == f"ch04_stage_split:{check.__name__}" and tuple(row.functions) == answers
