@@ -31,7 +31,8 @@ TEST_CELLS = {
     "test_split_stages_real_run": ch04.check_split_stages_real_run_hidden,
 }
 TABLE = json.loads((FOLDER / "expected_scores.json").read_text())
-REFUSED = {"uses_the_course_split": "import course_lib.sim.search.published"}
+REFUSED = {"uses_the_course_split": "import course_lib.sim.search.published",
+           "reads_the_simulators_split": "split_layers from course_lib"}
 
 
 @functools.cache
