@@ -138,4 +138,4 @@ def test_what_the_exercise_prose_states_is_what_the_checks_do():
     assert round(16 * block / 1e9, 1) == memory.state[1]
     assert round(16 * 128_256 * 4096 / 1e9, 1) == memory.state[0]
     assert "218 M parameters" in prose and "525 M each" in prose and "2.4 blocks'" in prose
-    assert "Dubey et al. 2024, section 3.3.2" in prose
+    assert "Dubey et al. 2024, section 3.3.2" in prose and "Table 3 rounds to 128,000" in prose

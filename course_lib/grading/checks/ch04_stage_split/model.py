@@ -100,7 +100,8 @@ def stage_table(case: Case, starts) -> str:
 def transformer_case(blocks: int, stages: int, microbatches: int, memory_limit: float, *, head: float = 2.4,
                      block_times=None, name: str = "") -> Case:
     """An embedding, ``blocks`` transformer blocks and an output layer with its loss, in the proportions of
-    Llama 3 8B (Dubey et al. 2024, Table 3: 4,096 wide, 128,256 tokens): a block ~218 M parameters, the
+    Llama 3 8B (Dubey et al. 2024, Table 3: 4,096 wide; 128,256 tokens in the released configuration, which
+    Table 3 rounds to 128,000): a block ~218 M parameters, the
     embedding and the untied output layer ~525 M each, so the output layer's matmul costs ``head`` (2.4)
     blocks' and the embedding a lookup. State is 16 bytes a parameter (Adam, mixed precision); a block
     leaves 0.5 GB of activations per micro-batch, the output layer its logits (1 GB), the embedding little.
