@@ -12,6 +12,7 @@ EXERCISES = (
     "ch02_ring",
     "ch02_prediction",
     "ch03_ddp",
+    "ch04_stage_split",
     "ch05_pipeline",
     "ch05_zero_bubble",
     "ch06_tensor_parallel",

@@ -105,6 +105,9 @@ CHAPTERS = (
     Chapter("02_collectives", "ring", "ring"),
     # Each DDP fixture is the whole 'ddp' cell; the lesson times real ranks.
     Chapter("03_data_parallel", "ddp", "ddp", answers="ddp", cell_timeout=LONG_LESSON_S),
+    # Each stage-split fixture is the whole 'split_stages' cell (helpers and all); the lesson trains on real
+    # ranks, and the real-run check plays the split on 3 or 4 more, in the notebook and in the judge.
+    Chapter("04_model_parallel", "split", "stage_split", answers="split_stages", cell_timeout=LONG_LESSON_S),
     Chapter("05_pipeline_parallel", "pipeline", "pipeline"),
     # The zero-bubble part's fixtures are all checked directly (tests/chapters/test_ch05_pipeline_fixtures):
     # this row grades the part's cells of the chapter's solution and release.

@@ -1,0 +1,132 @@
+"""What the checks of chapter 04's stage split say about a split: its memory, its step against the best
+step (which the caller brings: nothing in course_lib searches for a split), and its real run.
+
+Every message names the case and prints the student's stages (times, memory against the limit), so the
+feedback shows where the time or the memory went, never the split that would have been right.
+"""
+
+from __future__ import annotations
+
+import statistics
+import traceback
+
+from course_lib.dist import RankFailure, RanksHungError, run_ranks
+from course_lib.grading.attempt.refusals import check_not_refused
+
+from .model import NAME, Case, stage_memory, stage_table, stage_times, step_time, structure_problems
+
+TOLERANCE = 1e-9
+CLEAR_GAP = 1.6          # stages whose modelled busy times differ by this factor must measure in that order
+
+
+def _answer(rank, world_size, student, arguments):
+    """Child side: the student's split for every case, or the error it raised."""
+    function = student.resolve()
+    outcomes = []
+    for kwargs in arguments:
+        try:
+            answer = function(**kwargs)
+            plain = list(answer) if isinstance(answer, (list, tuple)) else answer
+            plain = [int(x) if isinstance(x, int) and not isinstance(x, bool) else repr(x) for x in plain] \
+                if isinstance(plain, list) else repr(plain)
+            outcomes.append(["ok", plain])
+        except Exception as error:  # noqa: BLE001 - each case is judged on its own
+            outcomes.append(["error", "".join(traceback.format_exception_only(error)).strip()])
+    check_not_refused()   # a refusal the student's code caught still costs the points
+    return outcomes
+
+
+def ask(student, cases: list[Case], timeout: float) -> tuple[list, str | None]:
+    """Per case ["ok", starts] or ["error", text], from one child process under the exercise's refusal;
+    or ([], why nothing came back)."""
+    try:
+        return run_ranks(_answer, 1, student, [c.arguments() for c in cases], timeout=timeout,
+                         plain_results=True)[0], None
+    except RanksHungError:
+        return [], f"{NAME} did not return within {timeout:g} s for {len(cases)} cases (a search too slow?)"
+    except RankFailure as error:
+        return [], f"running {NAME} failed: {error.summary}"
+
+
+def case_problems(cases, outcomes, error, judge) -> list[str]:
+    """``judge(case, starts)`` for every case whose answer came back; errors (a refusal) as they came."""
+    if error:
+        return [error]
+    problems = []
+    for case, (status, value) in zip(cases, outcomes, strict=True):
+        if status == "error":
+            problems.append(value.partition(": ")[2] if "RefusedCodeError" in value
+                            else f"{case.describe()}: {NAME} raised {value}")
+            continue
+        problems += structure_problems(case, value) or judge(case, value)
+    return problems
+
+
+def memory_problems(case: Case, starts) -> list[str]:
+    """Every stage holds at most the memory limit (its state, and the activations of the micro-batches it
+    holds at once under GPipe)."""
+    memory = stage_memory(case, starts)
+    worst = max(range(case.stages), key=lambda s: memory[s])
+    if memory[worst] <= case.memory_limit * (1 + TOLERANCE):
+        return []
+    return [f"{case.describe()}: stage {worst} of your split {starts} needs {memory[worst]:.2f} GB, over the "
+            f"{case.memory_limit:g} GB limit; your stages:\n{_indent(stage_table(case, starts))}"]
+
+
+def step_problems(case: Case, starts, best: float) -> list[str]:
+    """The split's GPipe step is no longer than ``best``, the shortest step of any split that fits."""
+    step = step_time(case, starts)
+    if step <= best * (1 + TOLERANCE):
+        return []
+    forward, backward = stage_times(case, starts)
+    slow_f = max(range(case.stages), key=lambda s: forward[s])
+    slow_b = max(range(case.stages), key=lambda s: backward[s])
+    return [f"{case.describe()}: your split {starts} makes a step of {step:.2f} ms; the best split that fits "
+            f"takes {best:.2f} ms. The pace is set by stage {slow_f}'s forward ({forward[slow_f]:.2f} ms) "
+            f"and stage {slow_b}'s backward ({backward[slow_b]:.2f} ms); your stages:\n"
+            f"{_indent(stage_table(case, starts))}"]
+
+
+def fitting_step_problems(case: Case, starts, best: float) -> list[str]:
+    """The split fits the memory limit, and its step is the shortest of any split that fits."""
+    return memory_problems(case, starts) or step_problems(case, starts, best)
+
+
+def real_run_problems(case: Case, per_rank) -> list[str]:
+    """The split every rank computed, run for real: the ranks agree, each ran its own layers in the naive
+    order, and the stages whose modelled work differs clearly are measured busy in that order."""
+    splits = {tuple(r["starts"]) if isinstance(r["starts"], list) else r["starts"] for r in per_rank}
+    if len(splits) != 1:
+        return [f"{case.describe()}: the ranks computed different splits ({sorted(map(str, splits))}): every "
+                f"rank calls {NAME} itself, so the same arguments must give the same split"]
+    starts = list(per_rank[0]["starts"])
+    problems = structure_problems(case, starts)
+    if problems:
+        return problems
+    forward, backward = stage_times(case, starts)
+    modelled = [f + b for f, b in zip(forward, backward, strict=True)]
+    measured = [statistics.median(r["busy"]) for r in per_rank]
+    window = statistics.median(max(r["ends"][i] for r in per_rank) - min(r["begins"][i] for r in per_rank)
+                               for i in range(len(per_rank[0]["busy"])))
+    for s in range(1, case.stages):   # the naive order: forwards 0, 1, ..., backwards ..., 1, 0
+        for i, (ahead, behind) in enumerate(zip(per_rank[s - 1]["spans"], per_rank[s]["spans"], strict=True)):
+            if behind[0] < ahead[1] or ahead[2] < behind[3]:
+                return [f"{case.describe()}: in step {i}, stage {s} computed before stage {s - 1} handed it "
+                        f"its input (or its gradient): the recorded spans are not a naive model-parallel "
+                        f"step"]
+    table = "\n".join(
+        f"stage {s}: modelled busy {modelled[s]:6.2f} ms of work, "
+        f"idle {1 - modelled[s] / sum(modelled):4.0%}; measured busy {measured[s] * 1e3:7.1f} ms, "
+        f"idle {max(0.0, 1 - measured[s] / window):4.0%}"
+        for s in range(case.stages))
+    for a in range(case.stages):
+        for b in range(case.stages):
+            if modelled[a] >= CLEAR_GAP * modelled[b] and measured[a] <= measured[b]:
+                return [f"{case.describe()}: your split {starts} run for real: stage {a} has "
+                        f"{modelled[a] / modelled[b]:.1f}x stage {b}'s work, yet was measured no busier:\n"
+                        f"{_indent(table)}"]
+    return []
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
