@@ -47,5 +47,5 @@ def test_the_bucket_latency_shares_section_7_prints_lie_between_0_and_1(nodes):
     link = cluster.group_link(range(cluster.world_size))
     share = sim.latency_share("all_reduce", 25 * 2**20, cluster.world_size, link)
     bandwidth_term = 2 * (cluster.world_size - 1) / cluster.world_size * 25 * 2**20 / link.bandwidth
-    ring = sim.collective_time("all_reduce", 25 * 2**20, cluster.world_size, link)
+    ring = sim.collective_time("all_reduce", 25 * 2**20, cluster.world_size, link, "ring")
     assert 0 < share < 1 and share == pytest.approx(1 - bandwidth_term / ring)

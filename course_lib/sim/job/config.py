@@ -28,7 +28,8 @@ class StepConfig:
     recompute: str = "none"
     sequence_parallel: bool | None = None
     placement: tuple = DEFAULT_PLACEMENT
-    dp_algorithm: str = "ring"
+    # The data-parallel group's collectives: "nccl" runs what NCCL's tuner picks (collective_time).
+    dp_algorithm: str = "nccl"
     overlap: bool = True
     bucket_bytes: float = 25 * 2**20      # torch DDP's default bucket_cap_mb=25
     first_bucket_bytes: float = 2**20     # torch DDP closes its first bucket at 1 MiB, to start early

@@ -3,7 +3,7 @@ DDP gradient buckets overlapping the backward, ZeRO reduce-scatters and FSDP all
 
 from __future__ import annotations
 
-from ..collectives.cost import collective_time
+from ..collectives.cost import collective_time, nccl_algorithm
 from ..timeline import Span, span
 
 # Spans are copied to their place on the clock by the million: tuple.__new__ skips NamedTuple's __new__.
@@ -23,13 +23,20 @@ class _CommStream:
         known = self.known.get((op, nbytes))
         if known is None:
             known = self.known[op, nbytes] = (collective_time(op, nbytes, self.degree, self.link,
-                                                              self.algorithm), f" ({nbytes / 1e6:.3g} MB)")
+                                                              self.algorithm), self._size(op, nbytes))
         seconds, size = known
         start = self.clock if self.clock > issue else issue
         self.clock = start + seconds
         if seconds > 0:
             self.events.append(span(start, self.clock, "comm", label + size))
         return self.clock
+
+    def _size(self, op: str, nbytes: float) -> str:
+        """The size and the algorithm a label shows: NCCL's choice where the config leaves it to NCCL."""
+        algorithm = self.algorithm
+        if algorithm == "nccl" and self.degree > 1:
+            algorithm = f"NCCL: {nccl_algorithm(op, nbytes, self.degree, self.link)}"
+        return f" ({nbytes / 1e6:.3g} MB, {algorithm})"
 
     def gather(self, block, param_bytes: float, issue: float, tag: str) -> float:
         """FSDP: all-gather one block's parameter shards before it runs."""
