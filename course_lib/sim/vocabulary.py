@@ -34,6 +34,10 @@ SEGMENTED_OPS = ("all_reduce", "reduce_scatter", "all_gather")   # what gloo's r
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
 PIPELINE_PLACEMENTS = ("loop", "v")     # where a stage's chunks sit in the model (schedules.py)
 RECOMPUTE = ("none", "selective", "full")
+# How the attention core runs: fused (FlashAttention, Dao et al. 2022: the s x s scores stay on chip and are
+# never stored, as every large run of the course's papers trained) or unfused (the scores, their softmax and
+# dropout stored for the backward, as Korthikanti et al. 2022 count them).
+ATTENTION = ("fused", "unfused")
 EVENT_KINDS = ("compute", "comm", "idle")
 # How context parallelism moves keys and values (chapter 10): all-gathered before the attention (Llama 3),
 # passed round a ring while each rank merges partial results (Liu et al. 2023), or all-to-all from

@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, replace
 from numbers import Integral
 
 from ..checks import amount, one_of, whole
-from ..vocabulary import ALGORITHMS, CP_METHODS, PIPELINE_SCHEDULES, RECOMPUTE
+from ..vocabulary import ALGORITHMS, ATTENTION, CP_METHODS, PIPELINE_SCHEDULES, RECOMPUTE
 from .layout import DEFAULT_PLACEMENT, check_degrees, check_placement, split_layers
 
 
@@ -57,6 +57,9 @@ class StepConfig:
     # How the cp ranks exchange keys and values (CP_METHODS): all-gathered before each attention, as Llama 3
     # did (Dubey et al. 2024, section 3.3.2), passed round a ring, or all-to-all to whole heads (Ulysses).
     cp_method: str = "all_gather"
+    # The attention core as the memory plan counts it: fused (FlashAttention, no s x s scores stored) or
+    # unfused (the scores stored, as Korthikanti et al. 2022 count them): ATTENTION.
+    attention: str = "fused"
 
     @property
     def degrees(self) -> dict:
@@ -152,6 +155,7 @@ def _check_strategy(config) -> None:
     one_of("recompute", config.recompute, RECOMPUTE)
     one_of("dp_algorithm", config.dp_algorithm, ALGORITHMS)
     one_of("cp_method", config.cp_method, CP_METHODS)
+    one_of("attention", config.attention, ATTENTION)
 
 
 def _check_sizes_and_switches(config) -> None:

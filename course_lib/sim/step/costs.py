@@ -197,7 +197,8 @@ class CostModel:
         if bandwidth is None:
             return 0.0
         kept = "selective" if c.recompute == "selective" else "none"
-        streamed = activation_memory_per_layer(c.model, c.micro_batch_size, c.tp, c.sp, kept, c.cp)
+        streamed = activation_memory_per_layer(c.model, c.micro_batch_size, c.tp, c.sp, kept, c.cp,
+                                               attention="unfused")
         return 2 * streamed / bandwidth
 
     def _head(self) -> Block:

@@ -31,7 +31,8 @@ def simulate_training_step(model, cluster, dp: int = 1, tp: int = 1, pp: int = 1
     overlap (DDP buckets during backward),
     bucket_bytes and first_bucket_bytes (torch DDP's 25 MiB and 1 MiB), prefetch (FSDP),
     param_bytes / grad_bytes / optimizer_bytes, cp_method ("all_gather", "ring", "ulysses": how the cp
-    ranks exchange keys and values).
+    ranks exchange keys and values), attention ("fused", the default: FlashAttention stores no s x s
+    scores; "unfused": Korthikanti et al.'s count with them).
     Raises OutOfMemoryError (a ValueError) saying by how much when a device would not fit.
     """
     if not (hasattr(cluster, "world_size") and hasattr(cluster, "preset")):
