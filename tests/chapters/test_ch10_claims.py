@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import pytest
@@ -45,7 +44,9 @@ def test_section_3_balance_of_the_causal_mask():
 def test_section_8_llama3_at_128k():
     steps = {m: sim.simulate_training_step(LONG.model, H100_16K, cp_method=m, **LONG.layout).step_time
              for m in sim.CP_METHODS}
-    assert math.isclose(steps["ring"], steps["all_gather"]) and steps["ulysses"] > steps["ring"]
+    torch_gather = sim.simulate_training_step(LONG.model, H100_16K, cp_local_overlap=True, **LONG.layout)
+    # cell 40's order: the ring, torch's all-gather (local block overlapped), Llama 3's, Ulysses
+    assert steps["ring"] < torch_gather.step_time < steps["all_gather"] < steps["ulysses"]
     model = LONG.model
     ring, ulysses = (sim.context_parallel_cost(method, model.seq_len, 16, 16, 128, kv_heads=1)
                      for method in ("ring", "ulysses"))
@@ -69,7 +70,9 @@ def test_section_8_context_sweep():
     peaks = {r["ring"].peak_memory for r in reports.values()}
     times = [r["ring"].step_time for r in reports.values()]
     assert len(peaks) == 1 and times == sorted(times) and len(set(times)) == len(times)
-    assert all(math.isclose(r["ring"].step_time, r["all_gather"].step_time) for r in reports.values())
+    # cell 46: equal at 8K (CP 1), the ring ahead from there on, further as the context grows
+    gaps = [r["all_gather"].step_time - r["ring"].step_time for r in reports.values()]
+    assert gaps[0] == 0 and all(b > a for a, b in zip(gaps, gaps[1:], strict=False))
 
 
 def test_section_8_against_torchtitan():

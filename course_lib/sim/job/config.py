@@ -60,6 +60,9 @@ class StepConfig:
     # The attention core as the memory plan counts it: fused (FlashAttention, no s x s scores stored) or
     # unfused (the scores stored, as Korthikanti et al. 2022 count them): ATTENTION.
     attention: str = "fused"
+    # cp_method="all_gather" only: torch's variant, the local chunk's attention computed while K and V are
+    # gathered (else the gather is exposed before the attention, as Llama 3's was): context_costs.py.
+    cp_local_overlap: bool = False
 
     @property
     def degrees(self) -> dict:
@@ -122,6 +125,7 @@ def make_config(model, world_size: int, **options) -> StepConfig:
     check_placement(config.placement)
     _check_strategy(config)
     _check_sizes_and_switches(config)
+    _check_overlaps(config)
     _check_model_split(config)
     _check_stage_layers(config)
     _check_experts(config)
@@ -158,6 +162,14 @@ def _check_strategy(config) -> None:
     one_of("attention", config.attention, ATTENTION)
 
 
+def _check_overlaps(config) -> None:
+    """Overlap switches that only one setting has something to overlap for."""
+    if config.cp_local_overlap is True and config.cp_method != "all_gather":
+        raise ValueError(f"cp_local_overlap=True is torch's all-gather variant; "
+                         f"cp_method={config.cp_method!r} has no gather to overlap: use "
+                         "cp_method='all_gather' or leave cp_local_overlap=False")
+
+
 def _check_sizes_and_switches(config) -> None:
     """Bucket sizes and bytes per parameter are amounts; overlap, prefetch, sequence_parallel are booleans."""
     # Infinite buckets are meaningful (one all-reduce after the backward); NaN is not.
@@ -166,7 +178,7 @@ def _check_sizes_and_switches(config) -> None:
     for name in ("param_bytes", "grad_bytes", "optimizer_bytes"):
         amount(name, getattr(config, name), unit="bytes per parameter")
     # A string such as "no" is truthy: it would silently mean True.
-    for name in ("overlap", "prefetch", "p2p_overlap"):
+    for name in ("overlap", "prefetch", "p2p_overlap", "cp_local_overlap"):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name} must be True or False, got {getattr(config, name)!r}")
     if config.sequence_parallel is not None and not isinstance(config.sequence_parallel, bool):

@@ -103,9 +103,9 @@ LLAMA3_16K = PublishedRun(
 # Llama 3 405B's long-context stage (Dubey et al. 2024, Table 4, third row): 16,384 GPUs as TP 8, CP 16,
 # PP 16, DP 8 (8 x 16 x 16 x 8 = 16,384), 131,072-token sequences, 16 per DP replica (16M tokens a step),
 # 380 TFLOP/s per GPU, 38% MFU. Section 3.3.2: all-gather based context parallelism (K and V all-gathered,
-# attention computed for the local Q chunk; GQA keeps K and V small, so the all-gather hides behind the
-# attention), which is how the simulator costs cp; the dimensions ordered [TP, CP, PP, DP] from the
-# innermost, the placement below.
+# attention computed for the local Q chunk; the all-gather "exposed in the critical path", adopted because
+# GQA keeps K and V small), which is how the simulator costs cp (step/context_costs.py); the dimensions
+# ordered [TP, CP, PP, DP] from the innermost, the placement below.
 LLAMA3_405B_128K = replace(LLAMA3_405B, seq_len=131072, name="Llama 3 405B, 128K context")
 LLAMA3_128K = PublishedRun(
     "Llama 3 405B, 128K context, on 16,384 H100", LLAMA3_405B_128K, "h100", 16384,
