@@ -63,6 +63,10 @@ class StepConfig:
     # cp_method="all_gather" only: torch's variant, the local chunk's attention computed while K and V are
     # gathered (else the gather is exposed before the attention, as Llama 3's was): context_costs.py.
     cp_local_overlap: bool = False
+    # ZeRO-1/2: the updated parameters' all-gather overlaps the next step's forward, as Megatron-Core's
+    # distributed optimizer does with overlap_param_gather=True (its default is False: gathered after the
+    # optimizer step, exposed). The simulator starts it with the step, beside the first forwards.
+    overlap_param_gather: bool = False
 
     @property
     def degrees(self) -> dict:
@@ -164,6 +168,10 @@ def _check_strategy(config) -> None:
 
 def _check_overlaps(config) -> None:
     """Overlap switches that only one setting has something to overlap for."""
+    if config.overlap_param_gather is True and config.zero_stage not in (1, 2):
+        raise ValueError(f"overlap_param_gather=True overlaps ZeRO-1/2's parameter all-gather; zero_stage="
+                         f"{config.zero_stage!r} has none (ZeRO-3 gathers per layer: prefetch): use "
+                         "zero_stage=1 or 2, or leave overlap_param_gather=False")
     if config.cp_local_overlap is True and config.cp_method != "all_gather":
         raise ValueError(f"cp_local_overlap=True is torch's all-gather variant; "
                          f"cp_method={config.cp_method!r} has no gather to overlap: use "
@@ -178,7 +186,7 @@ def _check_sizes_and_switches(config) -> None:
     for name in ("param_bytes", "grad_bytes", "optimizer_bytes"):
         amount(name, getattr(config, name), unit="bytes per parameter")
     # A string such as "no" is truthy: it would silently mean True.
-    for name in ("overlap", "prefetch", "p2p_overlap", "cp_local_overlap"):
+    for name in ("overlap", "prefetch", "p2p_overlap", "cp_local_overlap", "overlap_param_gather"):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name} must be True or False, got {getattr(config, name)!r}")
     if config.sequence_parallel is not None and not isinstance(config.sequence_parallel, bool):
