@@ -79,6 +79,7 @@ from .search.published import (
     simulate_published,
 )
 from .search.search import format_layouts, search_layouts
+from .search.wall_clock import WallClock, wall_clock_hours
 from .step.expert_layer import expert_layer_timeline
 from .step.memory_plan import memory_per_device
 from .step.pipeline_play import simulate_pipeline
@@ -102,7 +103,8 @@ __all__ = [
     "format_layouts",
     "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published", "Span", "H800", "MoESpec",
     "DEEPSEEK_V3", "mla_attention_params", "ExpertTraffic", "expert_traffic", "expert_all_to_all_time",
-    "DEEPSEEK_V3_RUN", "gpu_hours_per_trillion_tokens", "mfu_from_gpu_hours", "expert_layer_timeline",
+    "DEEPSEEK_V3_RUN", "gpu_hours_per_trillion_tokens", "mfu_from_gpu_hours", "wall_clock_hours",
+    "WallClock", "expert_layer_timeline",
     "all_reduce_terms", "buckets_after_backward", "bucketed_overhead", "latency_seconds", "latency_share",
     "optimal_bucket_bytes", "join_timelines",
     "causal_step_work", "causal_work", "context_parallel_cost", "ContextParallelCost", "CP_METHODS",
