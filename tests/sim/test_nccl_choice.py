@@ -69,3 +69,11 @@ def test_the_timeline_names_nccls_choice():
     report = simulate_training_step(GPT2, make_cluster(128, 8), dp=1024, global_batch=8 * 1024)
     labels = {e.label for e in report.timeline.events(0) if e.kind == "comm"}
     assert labels and all("NCCL: double_binary_tree" in label for label in labels)
+
+
+def test_the_report_names_the_algorithm_each_data_parallel_collective_ran():
+    report = simulate_training_step(GPT2, make_cluster(128, 8), dp=1024, global_batch=8 * 1024)
+    assert report.collective_algorithms == {"all_reduce": "NCCL: double_binary_tree"}
+    ring = simulate_training_step(GPT2, make_cluster(128, 8), dp=1024, global_batch=8 * 1024,
+                                  dp_algorithm="ring")
+    assert ring.collective_algorithms == {"all_reduce": "ring"}
