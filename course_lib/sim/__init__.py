@@ -26,11 +26,13 @@ from .collectives.context_parallel import (
 from .collectives.cost import (
     ALGORITHM_OPS,
     ALGORITHMS,
+    NCCL_CHOICES,
     OPS,
     algorithm_bandwidth,
     bus_bandwidth,
     bus_factor,
     collective_time,
+    nccl_algorithm,
     ring_segments,
 )
 from .collectives.expert_traffic import ExpertTraffic, expert_all_to_all_time, expert_traffic
@@ -77,6 +79,7 @@ from .search.published import (
     simulate_published,
 )
 from .search.search import format_layouts, search_layouts
+from .search.wall_clock import WallClock, wall_clock_hours
 from .step.expert_layer import expert_layer_timeline
 from .step.memory_plan import memory_per_device
 from .step.pipeline_play import simulate_pipeline
@@ -87,7 +90,7 @@ from .timeline import Event, Span, Timeline, join_timelines
 from .vocabulary import CP_METHODS
 
 __all__ = [
-    "A100", "activation_memory_per_layer", "algorithm_bandwidth", "ALGORITHMS",
+    "A100", "activation_memory_per_layer", "algorithm_bandwidth", "ALGORITHMS", "nccl_algorithm",
     "bubble_fraction_formula", "bus_bandwidth", "bus_factor", "Cluster", "collective_time",
     "collective_timeline", "COURSE_MLP", "Event", "get_preset", "GPT3_175B", "H100", "HardwarePreset",
     "LAPTOP_CPU", "Link", "LLAMA3_405B", "LLAMA3_70B", "LLAMA3_8B", "make_cluster", "memory_per_device",
@@ -96,10 +99,12 @@ __all__ = [
     "search_layouts", "seed_0d", "seed_1d", "seed_nd", "simulate_pipeline", "simulate_training_step",
     "simulated_gpus", "SimulatedGPU", "SimulatedNetwork", "StepConfig", "StepReport", "STRATEGIES",
     "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
-    "zero_memory_per_device", "zero_traffic_per_device", "ALGORITHM_OPS", "GroupLink", "format_layouts",
+    "zero_memory_per_device", "zero_traffic_per_device", "ALGORITHM_OPS", "NCCL_CHOICES", "GroupLink",
+    "format_layouts",
     "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published", "Span", "H800", "MoESpec",
     "DEEPSEEK_V3", "mla_attention_params", "ExpertTraffic", "expert_traffic", "expert_all_to_all_time",
-    "DEEPSEEK_V3_RUN", "gpu_hours_per_trillion_tokens", "mfu_from_gpu_hours", "expert_layer_timeline",
+    "DEEPSEEK_V3_RUN", "gpu_hours_per_trillion_tokens", "mfu_from_gpu_hours", "wall_clock_hours",
+    "WallClock", "expert_layer_timeline",
     "all_reduce_terms", "buckets_after_backward", "bucketed_overhead", "latency_seconds", "latency_share",
     "optimal_bucket_bytes", "join_timelines",
     "causal_step_work", "causal_work", "context_parallel_cost", "ContextParallelCost", "CP_METHODS",

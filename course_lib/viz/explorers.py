@@ -26,7 +26,7 @@ def data_parallel_explorer(model=GPT_1B, gpus_per_node: int = 8):
     """Step time and scaling efficiency of data parallel from 1 to 1024 GPUs: algorithm, overlap, network."""
     gpus = slider("GPUs", POWERS[3:], 64)
     network = slider("inter-node GB/s", [1.25, 3.125, 12.5, 25, 50, 100], 50)
-    algorithm = choice("gradient sync", ["ring", "tree", "parameter_server"])
+    algorithm = choice("gradient sync", ["nccl", "ring", "tree", "parameter_server"])  # NCCL's pick
     overlap = choice("DDP overlap", [True, False])
     per_gpu = slider("sequences per GPU", [1, 2, 4, 8, 16], 4)
 

@@ -47,5 +47,15 @@ def test_the_bucket_latency_shares_section_7_prints_lie_between_0_and_1(nodes):
     link = cluster.group_link(range(cluster.world_size))
     share = sim.latency_share("all_reduce", 25 * 2**20, cluster.world_size, link)
     bandwidth_term = 2 * (cluster.world_size - 1) / cluster.world_size * 25 * 2**20 / link.bandwidth
-    ring = sim.collective_time("all_reduce", 25 * 2**20, cluster.world_size, link)
+    ring = sim.collective_time("all_reduce", 25 * 2**20, cluster.world_size, link, "ring")
     assert 0 < share < 1 and share == pytest.approx(1 - bandwidth_term / ring)
+
+
+def test_section_1s_table_all_to_all_and_broadcast_as_nccl_runs_them():
+    # cell 16: all-to-all no faster than half of each GPU's buffer through its NIC; broadcast about S/B
+    two = sim.make_cluster(2, 8)
+    ranks, size = range(16), 64e6
+    floor = size * 8 / 16 / two.preset.inter_node.bandwidth
+    assert floor <= two.collective_time("all_to_all", size, ranks) < 1.05 * floor
+    link = two.group_link(ranks)
+    assert size / link.bandwidth < two.collective_time("broadcast", size, ranks) < 1.5 * size / link.bandwidth

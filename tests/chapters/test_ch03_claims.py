@@ -148,3 +148,19 @@ def _torch_buckets(rank, world_size):
         model(torch.randn(8, 256)).sum().backward()
     data = model._get_ddp_logging_data()
     return data["bucket_sizes"], data["rebuilt_bucket_sizes"]
+
+
+def _gpt2_efficiency(gpus: int, per_gpu: int, algorithm: str) -> float:
+    gpt2 = sim.TransformerSpec(layers=12, hidden=768, heads=12, seq_len=1024, vocab_size=50257)
+    alone = sim.simulate_training_step(gpt2, sim.make_cluster(1, 1), global_batch=per_gpu).step_time
+    step = sim.simulate_training_step(gpt2, sim.make_cluster(gpus // 8, 8), dp=gpus,
+                                      global_batch=per_gpu * gpus, dp_algorithm=algorithm)
+    return alone / step.step_time
+
+
+def test_section_7s_weak_scaling_at_1024_gpus_under_nccls_choice_and_the_flat_ring():
+    # cell 50: "98% ... survives at 1024 GPUs", "about a third ... is lost (65% left)", ring 50% and 4%
+    assert round(_gpt2_efficiency(1024, 16, "nccl"), 2) == 0.98
+    assert round(_gpt2_efficiency(1024, 1, "nccl"), 2) == 0.65
+    assert round(_gpt2_efficiency(1024, 16, "ring"), 2) == 0.50
+    assert round(_gpt2_efficiency(1024, 1, "ring"), 2) == 0.04

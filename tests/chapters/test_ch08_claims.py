@@ -25,14 +25,14 @@ def test_llama3_layout_played_naively_overflows_on_stage_0():
     assert error.value.stage == 0
 
 
-def test_with_their_published_settings_both_8k_llama_runs_come_within_two_points():
+def test_with_their_published_settings_both_8k_llama_runs_come_within_four_points_below():
     for run in (sim.search.published.LLAMA3_8K, sim.search.published.LLAMA3_16K):
-        assert abs(sim.simulate_published(run).mfu - run.model_flops_mfu) < 0.02, run.name
+        assert -0.04 < sim.simulate_published(run).mfu - run.model_flops_mfu < 0, run.name
 
 
-def test_the_128k_context_run_comes_within_two_and_a_half_points():
+def test_the_128k_context_run_comes_within_four_points_below():
     run = sim.search.published.LLAMA3_128K
-    assert abs(sim.simulate_published(run).mfu - run.model_flops_mfu) < 0.025
+    assert -0.04 < sim.simulate_published(run).mfu - run.model_flops_mfu < 0
 
 
 def test_interleaving_the_8k_run_overflows_so_it_is_played_with_1f1b():
@@ -56,7 +56,7 @@ def test_on_1024_gpus_most_layouts_do_not_fit_and_the_best_has_hundreds_of_micro
     assert rows[0]["mfu"] < cluster.preset.flops / cluster.preset.peak_flops
 
 
-def test_llama_figures_go_up_4_and_40_percent_and_the_cp_all_gathers_hide_behind_attention():
+def test_llama_figures_go_up_4_and_40_percent_and_the_cp_all_gathers_are_exposed_but_short():
     from course_lib.sim.search.published import causal_to_model_flops
     run = sim.search.published.LLAMA3_128K
     assert round(100 * (causal_to_model_flops(sim.LLAMA3_405B) - 1)) == 4
@@ -65,7 +65,8 @@ def test_llama_figures_go_up_4_and_40_percent_and_the_cp_all_gathers_hide_behind
     events = list(sim.simulate_published(run).timeline.events(0))
     gather = next(e for e in events if e.label.endswith("CP all-gather KV"))
     attention = next(e for e in events if e.label == gather.label.replace("CP all-gather KV", "attention"))
-    assert gather.end - gather.start < attention.end - attention.start
+    assert gather.end - gather.start < attention.end - attention.start       # GQA keeps K and V small
+    assert attention.start >= gather.end                                      # "exposed in the critical path"
 
 
 def test_placement_orders_megatron_core_keeps_dp_inside_and_costs_llamas_a_little_with_zero1_only():

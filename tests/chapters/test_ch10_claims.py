@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import pytest
@@ -17,7 +16,7 @@ TORCHTITAN = {32768: (8, 1, 3890), 65536: (4, 2, 2540), 131072: (2, 4, 1071), 26
 
 def test_section_1_activations_at_128k():
     model = replace(sim.LLAMA3_405B, seq_len=131072)
-    stored = sim.activation_memory_per_layer(model, 1, tp=8, sequence_parallel=True)
+    stored = sim.activation_memory_per_layer(model, 1, tp=8, sequence_parallel=True, attention="unfused")
     flash = sim.activation_memory_per_layer(model, 1, tp=8, sequence_parallel=True, recompute="selective")
     stage = 8 * 16 * flash
     assert 100 * GB < stored < 1000 * GB                       # "hundreds of GB"
@@ -45,7 +44,9 @@ def test_section_3_balance_of_the_causal_mask():
 def test_section_8_llama3_at_128k():
     steps = {m: sim.simulate_training_step(LONG.model, H100_16K, cp_method=m, **LONG.layout).step_time
              for m in sim.CP_METHODS}
-    assert math.isclose(steps["ring"], steps["all_gather"]) and steps["ulysses"] > steps["ring"]
+    torch_gather = sim.simulate_training_step(LONG.model, H100_16K, cp_local_overlap=True, **LONG.layout)
+    # cell 40's order: the ring, torch's all-gather (local block overlapped), Llama 3's, Ulysses
+    assert steps["ring"] < torch_gather.step_time < steps["all_gather"] < steps["ulysses"]
     model = LONG.model
     ring, ulysses = (sim.context_parallel_cost(method, model.seq_len, 16, 16, 128, kv_heads=1)
                      for method in ("ring", "ulysses"))
@@ -69,7 +70,9 @@ def test_section_8_context_sweep():
     peaks = {r["ring"].peak_memory for r in reports.values()}
     times = [r["ring"].step_time for r in reports.values()]
     assert len(peaks) == 1 and times == sorted(times) and len(set(times)) == len(times)
-    assert all(math.isclose(r["ring"].step_time, r["all_gather"].step_time) for r in reports.values())
+    # cell 46: equal at 8K (CP 1), the ring ahead from there on, further as the context grows
+    gaps = [r["all_gather"].step_time - r["ring"].step_time for r in reports.values()]
+    assert gaps[0] == 0 and all(b > a for a, b in zip(gaps, gaps[1:], strict=False))
 
 
 def test_section_8_against_torchtitan():
@@ -80,8 +83,8 @@ def test_section_8_against_torchtitan():
                                             zero_stage=3, global_batch=dp, recompute="full", cp_method="ring",
                                             check_memory=False)
         ratio[seq_len] = report.tokens_per_second / 8 / published
-    assert all(abs(ratio[s] - 1) <= 0.21 for s in (32768, 65536))              # "within about 20%"
-    assert round(ratio[131072], 1) == 1.6 and round(ratio[262144], 1) == 1.9
+    assert all(abs(ratio[s] - 1) <= 0.23 for s in (32768, 65536))              # "within about 22%"
+    assert round(ratio[131072], 1) == 1.5 and round(ratio[262144], 1) == 1.8
     published_fall = TORCHTITAN[32768][2] / TORCHTITAN[262144][2]
     simulated_fall = published_fall * ratio[32768] / ratio[262144]
     assert published_fall > 2 * simulated_fall                                 # "more than twice as steeply"

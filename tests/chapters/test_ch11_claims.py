@@ -63,7 +63,9 @@ def test_the_simulator_is_faster_than_the_report_and_bf16_matmuls_come_much_clos
     published = RUN.published_gpu_hours_per_trillion_tokens
     as_run, bf16 = _hours(), _hours(fp8=False)
     assert as_run < published and abs(bf16 / published - 1) < abs(as_run / published - 1) / 2
-    assert as_run / published - 1 < -0.25                            # "misses the 25% goal"
+    assert as_run / published - 1 < -0.25                            # "its steady steps miss the 25% goal"
+    clock = sim.wall_clock_hours(RUN)                                # "with the ramp and Llama 3's share ...
+    assert -0.25 <= clock.gap(published) < 0                         # ... within it, and still faster"
 
 
 def test_overlap_node_limit_and_lost_sms_move_the_step_as_the_table_says():

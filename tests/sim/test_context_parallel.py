@@ -109,13 +109,45 @@ def _step(method, **changes):
     return sim.simulate_training_step(LONG.model, sim.make_cluster(2048, 8), cp_method=method, **layout)
 
 
-def test_all_gather_stays_the_default_and_ring_hides_as_well_at_128k():
+def test_at_128k_the_ring_beats_the_exposed_all_gather_and_torchs_variant_sits_between():
+    # Llama 3 section 3.3.2: the all-gather is "exposed in the critical path"; torch's all-gather variant
+    # computes the local block while it travels; the ring hides each step behind the block before it.
     default = sim.simulate_training_step(LONG.model, sim.make_cluster(2048, 8), **LONG.layout)
     gather, ring, ulysses = (_step(m) for m in sim.CP_METHODS)
+    local = _step("all_gather", cp_local_overlap=True)
     assert default.step_time == gather.step_time
-    assert math.isclose(ring.step_time, gather.step_time)
-    assert ulysses.step_time > 1.05 * ring.step_time
+    assert ring.step_time < local.step_time < gather.step_time < ulysses.step_time
+    assert gather.step_time > 1.05 * ring.step_time
     assert any(e.label.endswith("CP ring K,V (15 steps)") for e in ring.timeline.events(0))
+    labels = {e.label.split(" ", 2)[-1] for e in gather.timeline.events(0) if e.kind == "comm"}
+    assert {"CP all-gather KV", "CP reduce-scatter dKV"} <= labels
+
+
+def test_the_all_gather_is_exposed_before_the_attention_and_the_reduce_scatter_after():
+    model = sim.TransformerSpec(2, 1024, 8, 8192, 32000, name="small")
+    slow = sim.make_cluster(4, 1, preset=replace(sim.H100, inter_node=sim.Link(1e-3, 1e9)))
+    fast = sim.make_cluster(4, 1, preset=replace(sim.H100, inter_node=sim.Link(0.0, math.inf)))
+    exposed = list(sim.simulate_training_step(model, slow, cp=4).timeline.events(0))
+    gathers = [e for e in exposed if e.label.endswith("CP all-gather KV")]
+    attention = [e for e in exposed if e.label == "F0 L0 attention"]
+    assert gathers and attention and attention[0].start >= gathers[0].end
+    slower = sim.simulate_training_step(model, slow, cp=4).step_time
+    assert slower > sim.simulate_training_step(model, fast, cp=4).step_time
+
+
+def test_the_cp_groups_gradients_are_reduced_with_the_data_parallel_ones():
+    # Megatron-Core folds CP into the data-parallel group for gradients: cp ranks hold the same weights.
+    model = sim.TransformerSpec(2, 1024, 8, 8192, 32000, name="small")
+    report = sim.simulate_training_step(model, sim.make_cluster(1, 4), cp=4)
+    grads = [e for e in report.timeline.events(0) if e.kind == "comm" and "DP all_reduce" in e.label]
+    assert grads
+    alone = sim.simulate_training_step(model, sim.make_cluster(1, 4), cp=4, overlap=False)
+    assert any("DP all_reduce gradients" in e.label for e in alone.timeline.events(0))
+
+
+def test_cp_local_overlap_is_for_the_all_gather_only():
+    with pytest.raises(ValueError, match="cp_local_overlap=True is torch's all-gather variant"):
+        _step("ring", cp_local_overlap=True)
 
 
 def test_ring_exposes_its_transfers_when_blocks_are_short():

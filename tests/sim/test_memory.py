@@ -4,7 +4,9 @@ import pytest
 
 from course_lib.sim import (
     GPT3_175B,
+    H100,
     LLAMA3_8B,
+    LLAMA3_405B,
     activation_memory_per_layer,
     memory_per_device,
     zero_memory_breakdown,
@@ -25,13 +27,36 @@ def test_zero_paper_figure_1():
 
 def test_activation_formulas_by_hand():
     sbh = 2048 * 1 * 12288              # GPT-3: s=2048, h=12288, a=96 -> 5as/h = 80
-    assert activation_memory_per_layer(GPT3_175B, 1) == pytest.approx(sbh * (34 + 80))
-    assert activation_memory_per_layer(GPT3_175B, 1, tp=8) == pytest.approx(sbh * (10 + 3 + 10))
-    assert activation_memory_per_layer(GPT3_175B, 1, 8, True) == pytest.approx(sbh * 114 / 8)
-    assert activation_memory_per_layer(GPT3_175B, 1, 8, True, "selective") == pytest.approx(sbh * 34 / 8)
+    unfused = {"attention": "unfused"}  # Korthikanti et al. 2022, Table 2, the scores stored
+    assert activation_memory_per_layer(GPT3_175B, 1, **unfused) == pytest.approx(sbh * (34 + 80))
+    assert activation_memory_per_layer(GPT3_175B, 1, tp=8, **unfused) == pytest.approx(sbh * (10 + 3 + 10))
+    assert activation_memory_per_layer(GPT3_175B, 1, 8, True, **unfused) == pytest.approx(sbh * 114 / 8)
+    assert activation_memory_per_layer(GPT3_175B, 1, 8, True, "selective", **unfused) == pytest.approx(
+        sbh * 34 / 8)
     assert activation_memory_per_layer(GPT3_175B, 1, 8, False, "full") == pytest.approx(2 * sbh)
     assert activation_memory_per_layer(GPT3_175B, 2, 8, True, "full") == pytest.approx(2 * 2 * sbh / 8)
-    assert activation_memory_per_layer(GPT3_175B, 1, cp=2) == pytest.approx(sbh / 2 * (34 + 40))
+    assert activation_memory_per_layer(GPT3_175B, 1, cp=2, **unfused) == pytest.approx(sbh / 2 * (34 + 40))
+
+
+def test_fused_attention_is_the_default_and_stores_no_scores():
+    # FlashAttention never stores the s x s scores: the count without the 5as/h term, at any recompute.
+    sbh = 2048 * 1 * 12288
+    assert activation_memory_per_layer(GPT3_175B, 1) == pytest.approx(sbh * 34)
+    assert activation_memory_per_layer(GPT3_175B, 1, tp=8) == pytest.approx(sbh * (10 + 3))
+    assert activation_memory_per_layer(GPT3_175B, 1, 8, True) == pytest.approx(
+        activation_memory_per_layer(GPT3_175B, 1, 8, True, "selective", attention="unfused"))
+    # Llama 3 405B at 8K (ch05 problem (b)): the scores were most of the unfused count
+    fused = activation_memory_per_layer(LLAMA3_405B, 1, tp=8, sequence_parallel=True)
+    unfused = activation_memory_per_layer(LLAMA3_405B, 1, tp=8, sequence_parallel=True, attention="unfused")
+    assert unfused > 4 * fused
+    with pytest.raises(ValueError, match="attention must be one of"):
+        activation_memory_per_layer(GPT3_175B, 1, attention="flash")
+
+
+def test_the_step_plans_memory_with_fused_attention_unless_told():
+    fused = memory_per_device(LLAMA3_8B, tp=8, recompute="none")[0].activations
+    unfused = memory_per_device(LLAMA3_8B, tp=8, recompute="none", attention="unfused")[0].activations
+    assert unfused > fused
 
 
 def test_plan_counts_every_parameter_once():
@@ -94,3 +119,15 @@ def test_zero_2_and_3_shard_each_stage_over_its_data_parallel_group():
         assert plans[2][s].parameters == pytest.approx(full.parameters)
         assert plans[3][s].parameters == pytest.approx(full.parameters / 8)
         assert plans[0][s].total > plans[1][s].total > plans[2][s].total > plans[3][s].total
+
+
+def test_ch05_problem_b_1f1b_misses_the_usable_memory_by_a_few_gb_with_fused_attention():
+    # ch05 cells 59-60: stage 0 of Llama 3 405B (tp 8, pp 16, dp 8, ZeRO-1), 16 micro-batches x 7 layers held
+    per_layer = activation_memory_per_layer(LLAMA3_405B, 1, tp=8, sequence_parallel=True)
+    stage = memory_per_device(LLAMA3_405B, tp=8, pp=16, dp=8, zero_stage=1, recompute="full",
+                              sequence_parallel=True, microbatches=64, global_batch=512)[0]
+    states = stage.parameters + stage.gradients + stage.optimizer_states + stage.buffers
+    over = 16 * 7 * per_layer + states - H100.usable_memory
+    assert 0 < over < 5e9                                                   # "1F1B by a few GB"
+    unfused = activation_memory_per_layer(LLAMA3_405B, 1, tp=8, sequence_parallel=True, attention="unfused")
+    assert round(unfused / per_layer) == 5                                  # "about five times as much"

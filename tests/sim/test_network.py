@@ -25,7 +25,7 @@ ALL_16, ONE_PER_NODE = range(16), [0, 8]
 
 
 def test_16_gpus_on_2_nodes_run_near_the_node_aggregate_nic_bandwidth():
-    seconds = TWO_NODES.collective_time("all_reduce", 1e9, ALL_16)
+    seconds = TWO_NODES.collective_time("all_reduce", 1e9, ALL_16, "ring")
     busbw = bus_bandwidth("all_reduce", 1e9, seconds, 16)
     aggregate = 8 * H100.inter_node.bandwidth                  # 8 ConnectX-7 of 50 GB/s = 400 GB/s
     assert 0.9 * aggregate <= busbw <= aggregate               # the stated factor: within 10 %
@@ -34,29 +34,29 @@ def test_16_gpus_on_2_nodes_run_near_the_node_aggregate_nic_bandwidth():
 
 
 def test_one_gpu_on_each_of_2_nodes_gets_one_nic():
-    seconds = TWO_NODES.collective_time("all_reduce", 1e9, ONE_PER_NODE)
+    seconds = TWO_NODES.collective_time("all_reduce", 1e9, ONE_PER_NODE, "ring")
     busbw = bus_bandwidth("all_reduce", 1e9, seconds, 2)
     assert 0.99 * H100.inter_node.bandwidth <= busbw <= H100.inter_node.bandwidth
     # The old model ran every group spanning nodes at one NIC: 16 GPUs were ~8x slower than this.
-    sixteen = TWO_NODES.collective_time("all_reduce", 1e9, ALL_16)
-    assert collective_time("all_reduce", 1e9, 16, H100.inter_node) > 7 * sixteen
+    sixteen = TWO_NODES.collective_time("all_reduce", 1e9, ALL_16, "ring")
+    assert collective_time("all_reduce", 1e9, 16, H100.inter_node, "ring") > 7 * sixteen
 
 
 def test_2_node_ring_pays_each_hops_own_latency_by_hand():
     # 16 ranks, 15 steps a phase: 13 NVLink hops and the 2 crossings between the nodes.
     s = 1.6e6
     phase = 13 * NVLINK_A + 2 * NET_A + 15 * (s / 16) / 400e9
-    assert TWO_NODES.collective_time("all_reduce", s, ALL_16) == pytest.approx(2 * phase, rel=1e-12)
-    assert TWO_NODES.collective_time("reduce_scatter", s, ALL_16) == pytest.approx(phase, rel=1e-12)
+    assert TWO_NODES.collective_time("all_reduce", s, ALL_16, "ring") == pytest.approx(2 * phase, rel=1e-12)
+    assert TWO_NODES.collective_time("reduce_scatter", s, ALL_16, "ring") == pytest.approx(phase, rel=1e-12)
     slowest_every_step = 2 * 15 * (NET_A + (s / 16) / 400e9)
-    assert TWO_NODES.collective_time("all_reduce", s, ALL_16) < slowest_every_step
+    assert TWO_NODES.collective_time("all_reduce", s, ALL_16, "ring") < slowest_every_step
 
 
 def test_one_per_node_ring_crosses_the_network_at_every_step():
     four = make_cluster(4, 8, "h100")
     s = 4e6
     expected = 2 * 3 * (NET_A + (s / 4) / 50e9)
-    assert four.collective_time("all_reduce", s, [0, 8, 16, 24]) == pytest.approx(expected, rel=1e-12)
+    assert four.collective_time("all_reduce", s, [0, 8, 16, 24], "ring") == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("ranks, bandwidth", [
@@ -91,7 +91,7 @@ def test_hierarchical_all_reduce_by_hand():
 
 def test_hierarchical_wins_on_latency_and_the_ring_on_bandwidth_at_two_nodes():
     small, large = 64e3, 1e9
-    ring = [TWO_NODES.collective_time("all_reduce", s, ALL_16) for s in (small, large)]
+    ring = [TWO_NODES.collective_time("all_reduce", s, ALL_16, "ring") for s in (small, large)]
     hier = [TWO_NODES.collective_time("all_reduce", s, ALL_16, "hierarchical") for s in (small, large)]
     assert hier[0] < ring[0] and ring[1] < hier[1]
 
@@ -99,7 +99,7 @@ def test_hierarchical_wins_on_latency_and_the_ring_on_bandwidth_at_two_nodes():
 def test_hierarchical_on_one_node_is_the_ring():
     one = make_cluster(1, 8, "h100")
     assert one.collective_time("all_reduce", 1e8, range(8), "hierarchical") == pytest.approx(
-        collective_time("all_reduce", 1e8, 8, H100.intra_node))
+        collective_time("all_reduce", 1e8, 8, H100.intra_node, "ring"))
 
 
 def test_nccl_double_binary_tree_by_hand():
@@ -111,7 +111,7 @@ def test_nccl_double_binary_tree_by_hand():
     assert got == pytest.approx(expected, rel=1e-12)
     # pipelined: far below the textbook store-and-forward tree, close to the ring at large sizes
     assert got < TWO_NODES.collective_time("all_reduce", s, ALL_16, "tree") / 5
-    assert got < 1.1 * TWO_NODES.collective_time("all_reduce", s, ALL_16)
+    assert got < 1.1 * TWO_NODES.collective_time("all_reduce", s, ALL_16, "ring")
 
 
 def test_textbook_tree_crosses_nodes_on_one_nic_at_its_top_level():

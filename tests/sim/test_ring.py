@@ -21,7 +21,7 @@ LINK = Link(2e-5, 5e9)
                                                                            "all_gather"]))
 def test_event_level_ring_equals_closed_form(n, nbytes, op):
     t = ring_timeline(op, n, nbytes, LINK)
-    assert t.makespan == pytest.approx(collective_time(op, nbytes, n, LINK), rel=1e-9, abs=1e-15)
+    assert t.makespan == pytest.approx(collective_time(op, nbytes, n, LINK, "ring"), rel=1e-9, abs=1e-15)
     steps = (2 if op == "all_reduce" else 1) * (n - 1)
     assert t.num_events == n * steps
 

@@ -1,17 +1,49 @@
 """Named hardware presets (a node of GPUs or a laptop CPU), each with the source of its numbers.
 
-Sustained FLOP/s is an assumption stated beside each preset; ``peak_flops`` is the data-sheet figure MFU uses.
+Sustained FLOP/s: measured for the H100 (MEASURED_GEMM), chosen for the others, stated beside each preset;
+``peak_flops`` is the data-sheet figure MFU uses.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .hardware import HardwarePreset, Link
 
-# Sustained rate assumed for large bf16 GEMMs: 75 % of the data-sheet peak. This is an assumption,
-# not a measurement; `dataclasses.replace(preset, flops=...)` or course_lib.dist.calibrate() change it.
-# A bound on it for the A100: Korthikanti et al. 2022 (arXiv 2205.05198, abstract) reached 54.2% MFU
-# end to end on 2,240 A100 (530B model), pipeline bubble and communication included, so the matmuls
-# themselves ran well above that. Non-matmul layers are costed apart, at ``memory_bandwidth``.
+# GEMM efficiency: the share of the data-sheet peak a large BF16 matrix multiply sustains. The layers'
+# matrix multiplies run at it; non-matmul layers are costed apart, at ``memory_bandwidth``.
+
+
+@dataclass(frozen=True)
+class GemmMeasurement:
+    """One measured BF16 GEMM throughput: the device, the date, the script and what it printed."""
+
+    device: str
+    date: str
+    script: str
+    flops: float          # FLOP/s, the median over the measured products
+    peak_flops: float     # the device's data-sheet dense BF16 peak
+    note: str = ""
+
+    @property
+    def efficiency(self) -> float:
+        return self.flops / self.peak_flops
+
+
+# H100: measured (benchmarks/README.md, last section): median 710 TFLOP/s over the 15 forward and backward
+# products of Llama 3 405B's layer and output head on one of 8 tensor-parallel ranks (M = 8,192 tokens),
+# 71.8% of the 989 TFLOP/s peak, range 592-749 TFLOP/s (60-76%).
+MEASURED_GEMM = GemmMeasurement(
+    device="NVIDIA H100 80GB HBM3 (SXM, 132 SMs, 700 W)", date="2026-11-28",
+    script="benchmarks/bench_gemm_gpu.py (torch 2.11.0+cu130, CUDA events, median of 30 after 5 warm-ups)",
+    flops=710e12, peak_flops=989e12,
+    note="Llama 3 405B's TP-8 shapes, forward and both backward products; range 60-76% of peak")
+H100_GEMM_EFFICIENCY = MEASURED_GEMM.efficiency
+
+# A100 and H800 (BF16 and FP8): chosen, not measured: 75% of the data-sheet peak, about the H100's measured
+# upper range. A bound on it for the A100: Korthikanti et al. 2022 (arXiv 2205.05198, abstract) reached
+# 54.2% MFU end to end on 2,240 A100 (530B model), bubble and communication included, so the matmuls
+# themselves ran well above that. `dataclasses.replace(preset, flops=...)` changes it.
 GEMM_EFFICIENCY = 0.75
 
 # Per-hop latencies of NCCL's own cost model (src/graph/tuning.cc, hwLat, ring, Simple protocol):
@@ -41,7 +73,7 @@ GPU_MEMORY_RESERVE = 4e9
 # data-sheet source rather than being derived from another GPU's.
 H100 = HardwarePreset(
     name="h100",
-    flops=GEMM_EFFICIENCY * 989e12,
+    flops=H100_GEMM_EFFICIENCY * 989e12,   # measured: MEASURED_GEMM
     peak_flops=989e12,
     memory_bytes=80e9,
     # NVLink 4: 900 GB/s per GPU counting both directions, so 450 GB/s each way.
@@ -51,14 +83,15 @@ H100 = HardwarePreset(
     nics_per_node=8,
     memory_bandwidth=3.35e12,   # HBM3, H100 SXM data sheet: 3.35 TB/s
     memory_reserve=GPU_MEMORY_RESERVE,
-    source="NVIDIA DGX H100 data sheet: 8x H100 SXM 80 GB, 989 TFLOP/s dense BF16, NVLink 4 "
+    source="NVIDIA DGX H100 data sheet: 8x H100 SXM 80 GB, 989 TFLOP/s dense BF16 (matmuls at the 71.8% "
+           "measured by benchmarks/bench_gemm_gpu.py on one H100 SXM, 2026-11-28), NVLink 4 "
            "900 GB/s per GPU, 8x ConnectX-7 400 Gb/s (one per GPU) for compute traffic; per-hop "
            "latencies from NCCL's tuning model (src/graph/tuning.cc: 3.4 us NVLink, 14 us network)",
 )
 
 A100 = HardwarePreset(
     name="a100",
-    flops=GEMM_EFFICIENCY * 312e12,
+    flops=GEMM_EFFICIENCY * 312e12,   # chosen, not measured
     peak_flops=312e12,
     memory_bytes=80e9,
     # NVLink 3: 600 GB/s per GPU counting both directions.
@@ -80,7 +113,7 @@ A100 = HardwarePreset(
 # 400 Gb/s InfiniBand NIC per GPU. Memory: 80 GB of HBM3 at 3.35 TB/s, as the H100 SXM.
 H800 = HardwarePreset(
     name="h800",
-    flops=GEMM_EFFICIENCY * 989e12,
+    flops=GEMM_EFFICIENCY * 989e12,   # chosen, not measured (as the FP8 rate below)
     peak_flops=989e12,
     memory_bytes=80e9,
     intra_node=Link(latency=NVLINK_HOP_LATENCY, bandwidth=160e9),

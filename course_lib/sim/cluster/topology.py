@@ -70,7 +70,7 @@ class Cluster:
         return group_link(self.preset.intra_node, self.preset.inter_node, len(counts), min(counts.values()),
                           self.nics_per_node)
 
-    def collective_time(self, op: str, nbytes: float, ranks, algorithm: str = "ring") -> float:
+    def collective_time(self, op: str, nbytes: float, ranks, algorithm: str = "nccl") -> float:
         ranks = list(ranks)
         return collective_time(op, nbytes, len(ranks), self.group_link(ranks), algorithm)
 

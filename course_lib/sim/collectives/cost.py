@@ -11,7 +11,11 @@ import math
 
 from ..checks import amount, whole
 from ..network.group_links import GroupLink
-from ..vocabulary import ALGORITHM_OPS, ALGORITHMS, OPS, SEGMENTED_OPS
+from ..vocabulary import ALGORITHM_OPS, ALGORITHMS, NCCL_CHOICES, OPS, SEGMENTED_OPS
+from .nccl_forms import double_binary_tree, pairwise_all_to_all, pipelined_ring
+
+__all__ = ["collective_time", "nccl_algorithm", "pairwise_all_to_all", "check_link", "ring_segments",
+           "algorithm_bandwidth", "bus_bandwidth", "bus_factor"]
 
 # busbw = algbw * factor (nccl-tests doc/PERFORMANCE.md): the factor turns the user-visible rate into
 # the rate each link must carry, so it can be compared with the hardware's peak bandwidth.
@@ -119,16 +123,23 @@ def _segmented_ring(op: str, s: float, n: int, a: float, bw: float, segment_byte
     return phases * (starting * one + streaming)
 
 
-def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: str = "ring",
+def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: str = "nccl",
                     segment_bytes: float | None = None, in_flight: int = 1) -> float:
     """Seconds one collective takes on ``world_size`` ranks joined by ``link`` (a Link), in closed form.
+
+    nccl (the default): what NCCL's tuner does, the fastest under this cost model of the algorithms NCCL
+    has for ``op`` (vocabulary.NCCL_CHOICES, from src/graph/tuning.cc): ring or double_binary_tree for
+    all_reduce, the ring for reduce_scatter/all_gather, pipelined_ring for broadcast/reduce, pairwise for
+    all_to_all, scatter and gather. ``nccl_algorithm(...)`` names the one it picks. With
+    ``segment_bytes`` it is the segmented ring (as gloo runs it).
 
     ring: 2(n-1)(a + S/(nB)) for all_reduce, (n-1)(a + S/(nB)) for reduce_scatter/all_gather;
     tree: binomial tree, ceil(log2 n) levels; recursive_doubling: log2 n rounds (exact for powers of 2);
     parameter_server: every message through one rank, one at a time. These four are the textbook,
     store-and-forward forms. double_binary_tree (all_reduce): NCCL's pipelined tree, 2 x depth x a + 2S/B.
     hierarchical (all_reduce, reduce_scatter, all_gather): inside nodes, across nodes, inside again.
-    pairwise (all_to_all): every share sent directly and at once, NVLink and NIC side by side.
+    pairwise (all_to_all, scatter, gather): every share sent directly and at once, NVLink and NIC side by
+    side. pipelined_ring (broadcast, reduce): NCCL's, many chunks round the ring, (n-1) hops + S/B.
 
     ``link`` may be a plain Link (every hop alike) or the GroupLink a Cluster gives a group of ranks
     (``cluster.group_link(ranks)``): then every hop pays its own link's latency (NVLink or network), the
@@ -147,6 +158,8 @@ def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: st
     """
     _check(op, nbytes, world_size, algorithm)
     check_link(link)
+    if segment_bytes is not None and algorithm == "nccl":
+        algorithm = "ring"
     if segment_bytes is not None:
         if algorithm != "ring" or op not in SEGMENTED_OPS:
             raise ValueError(f"segment_bytes applies to the ring's {', '.join(SEGMENTED_OPS)}; got "
@@ -161,7 +174,20 @@ def collective_time(op: str, nbytes: float, world_size: int, link, algorithm: st
     return _dispatch(op, nbytes, world_size, link, algorithm, segment_bytes, in_flight)
 
 
+def nccl_algorithm(op: str, nbytes: float, world_size: int, link) -> str:
+    """The algorithm ``algorithm="nccl"`` runs ``op`` with: the fastest of NCCL's for it (ties: the first
+    listed, the ring), as NCCL's tuner picks by its own cost model (src/graph/tuning.cc)."""
+    _check(op, nbytes, world_size)
+    check_link(link)
+    choices = NCCL_CHOICES[op]
+    if world_size == 1 or len(choices) == 1:
+        return choices[0]
+    return min(choices, key=lambda a: _dispatch(op, nbytes, world_size, link, a, None, 1))
+
+
 def _dispatch(op: str, s: float, n: int, link, algorithm: str, segment_bytes, in_flight: int) -> float:
+    if algorithm == "nccl":
+        algorithm = nccl_algorithm(op, s, n, link)
     grouped = isinstance(link, GroupLink)
     # A ring's step pays its hop's latency: on a group spanning nodes, the mean over one phase's hops.
     a = link.ring_latency(n - 1) / (n - 1) if grouped else link.latency
@@ -170,7 +196,9 @@ def _dispatch(op: str, s: float, n: int, link, algorithm: str, segment_bytes, in
     if algorithm == "ring":
         return _ring(op, s, n, a, link.bandwidth)
     if algorithm == "double_binary_tree":
-        return _double_binary_tree(s, n, link)
+        return double_binary_tree(s, n, link)
+    if algorithm == "pipelined_ring":
+        return pipelined_ring(s, n, link)
     if algorithm == "hierarchical":
         return _hierarchical(op, s, n, link)
     if algorithm == "pairwise":
@@ -189,24 +217,6 @@ def _server_links(link, n: int) -> list:
     return [link.intra] * local + [link.rail()] * (n - 1 - local)
 
 
-def _double_binary_tree(s: float, n: int, link) -> float:
-    """NCCL's all-reduce tree: pipelined, so a segment's latency adds up hop by hop on the way up and
-    down, and the bytes stream at the link's rate: 2 x depth + 2S/B.
-
-    Two binary trees each carry half the buffer, a rank being a leaf in one and inside the other, so
-    every rank sends and receives 2S in all (NCCL's tuning model: tree algbw = busbw / 2; Sanders et
-    al. 2009 for the two trees). NCCL chains the GPUs of a node and builds the trees across nodes:
-    depth (per_node - 1) NVLink hops + ceil(log2 nodes) network hops (src/graph/tuning.cc); with a
-    plain Link the tree spans all n ranks, ceil(log2 n) hops deep.
-    """
-    if isinstance(link, GroupLink):
-        depth = ((link.per_node - 1) * link.intra.latency
-                 + math.ceil(math.log2(link.nodes)) * link.nic.latency)
-    else:
-        depth = math.ceil(math.log2(n)) * link.latency
-    return 2 * depth + 2 * s / link.bandwidth
-
-
 def _hierarchical(op: str, s: float, n: int, link) -> float:
     """Reduce-scatter inside each node, then per_node rings across nodes (one per rail, each holding
     1/per_node of the buffer), then all-gather inside each node. On one node it is the plain ring."""
@@ -217,19 +227,6 @@ def _hierarchical(op: str, s: float, n: int, link) -> float:
     inside = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}[op]
     inside_time = 0.0 if m == 1 else _ring("reduce_scatter", s, m, intra.latency, intra.bandwidth)
     return inside * inside_time + _ring(op, s / m, nodes, rail.latency, rail.bandwidth)
-
-
-def pairwise_all_to_all(s: float, n: int, link) -> float:
-    """Every rank sends S/n to each of the n-1 others at once (NCCL posts them as one group of sends and
-    receives): one latency of the slowest hop, then the bytes. On a group spanning nodes, the share for its
-    own node's other members crosses NVLink while the rest leaves through the rank's own NIC, both at once
-    (on a rail-optimised cluster each GPU has its NIC; DeepSeek-V3 overlaps the two, arXiv 2412.19437,
-    section 3.2.2). The node with the fewest members bounds it: it sends the most across nodes."""
-    if not (isinstance(link, GroupLink) and link.spans_nodes):
-        return link.latency + (n - 1) / n * s / link.bandwidth
-    inside = s * (link.per_node - 1) / n / link.intra.bandwidth
-    across = s * (n - link.per_node) / n / link.rail().bandwidth
-    return link.nic.latency + max(inside, across)
 
 
 def algorithm_bandwidth(op: str, nbytes: float, seconds: float) -> float:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, replace
 from numbers import Integral
 
 from ..checks import amount, one_of, whole
-from ..vocabulary import ALGORITHMS, CP_METHODS, PIPELINE_SCHEDULES, RECOMPUTE
+from ..vocabulary import ALGORITHMS, ATTENTION, CP_METHODS, PIPELINE_SCHEDULES, RECOMPUTE
 from .layout import DEFAULT_PLACEMENT, check_degrees, check_placement, split_layers
 
 
@@ -28,7 +28,8 @@ class StepConfig:
     recompute: str = "none"
     sequence_parallel: bool | None = None
     placement: tuple = DEFAULT_PLACEMENT
-    dp_algorithm: str = "ring"
+    # The data-parallel group's collectives: "nccl" runs what NCCL's tuner picks (collective_time).
+    dp_algorithm: str = "nccl"
     overlap: bool = True
     bucket_bytes: float = 25 * 2**20      # torch DDP's default bucket_cap_mb=25
     first_bucket_bytes: float = 2**20     # torch DDP closes its first bucket at 1 MiB, to start early
@@ -56,6 +57,16 @@ class StepConfig:
     # How the cp ranks exchange keys and values (CP_METHODS): all-gathered before each attention, as Llama 3
     # did (Dubey et al. 2024, section 3.3.2), passed round a ring, or all-to-all to whole heads (Ulysses).
     cp_method: str = "all_gather"
+    # The attention core as the memory plan counts it: fused (FlashAttention, no s x s scores stored) or
+    # unfused (the scores stored, as Korthikanti et al. 2022 count them): ATTENTION.
+    attention: str = "fused"
+    # cp_method="all_gather" only: torch's variant, the local chunk's attention computed while K and V are
+    # gathered (else the gather is exposed before the attention, as Llama 3's was): context_costs.py.
+    cp_local_overlap: bool = False
+    # ZeRO-1/2: the updated parameters' all-gather overlaps the next step's forward, as Megatron-Core's
+    # distributed optimizer does with overlap_param_gather=True (its default is False: gathered after the
+    # optimizer step, exposed). The simulator starts it with the step, beside the first forwards.
+    overlap_param_gather: bool = False
 
     @property
     def degrees(self) -> dict:
@@ -118,6 +129,7 @@ def make_config(model, world_size: int, **options) -> StepConfig:
     check_placement(config.placement)
     _check_strategy(config)
     _check_sizes_and_switches(config)
+    _check_overlaps(config)
     _check_model_split(config)
     _check_stage_layers(config)
     _check_experts(config)
@@ -151,6 +163,19 @@ def _check_strategy(config) -> None:
     one_of("recompute", config.recompute, RECOMPUTE)
     one_of("dp_algorithm", config.dp_algorithm, ALGORITHMS)
     one_of("cp_method", config.cp_method, CP_METHODS)
+    one_of("attention", config.attention, ATTENTION)
+
+
+def _check_overlaps(config) -> None:
+    """Overlap switches that only one setting has something to overlap for."""
+    if config.overlap_param_gather is True and config.zero_stage not in (1, 2):
+        raise ValueError(f"overlap_param_gather=True overlaps ZeRO-1/2's parameter all-gather; zero_stage="
+                         f"{config.zero_stage!r} has none (ZeRO-3 gathers per layer: prefetch): use "
+                         "zero_stage=1 or 2, or leave overlap_param_gather=False")
+    if config.cp_local_overlap is True and config.cp_method != "all_gather":
+        raise ValueError(f"cp_local_overlap=True is torch's all-gather variant; "
+                         f"cp_method={config.cp_method!r} has no gather to overlap: use "
+                         "cp_method='all_gather' or leave cp_local_overlap=False")
 
 
 def _check_sizes_and_switches(config) -> None:
@@ -161,7 +186,7 @@ def _check_sizes_and_switches(config) -> None:
     for name in ("param_bytes", "grad_bytes", "optimizer_bytes"):
         amount(name, getattr(config, name), unit="bytes per parameter")
     # A string such as "no" is truthy: it would silently mean True.
-    for name in ("overlap", "prefetch", "p2p_overlap"):
+    for name in ("overlap", "prefetch", "p2p_overlap", "cp_local_overlap", "overlap_param_gather"):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name} must be True or False, got {getattr(config, name)!r}")
     if config.sequence_parallel is not None and not isinstance(config.sequence_parallel, bool):

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from numbers import Integral
 
 from ..checks import amount, whole
-from ..vocabulary import RECOMPUTE
+from ..vocabulary import ATTENTION, RECOMPUTE
 
 GB = 1e9
 
@@ -62,14 +62,21 @@ def activation_terms(spec) -> tuple:
 
 
 def activation_memory_per_layer(spec, micro_batch: int, tp: int = 1, sequence_parallel: bool = False,
-                                recompute: str = "none", cp: int = 1) -> float:
-    """Bytes of one transformer layer's stored activations in 16-bit training (Korthikanti et al. 2022):
-    for GPT s b h (34 + 5 a s / h) without parallelism; s b h (10 + 24/t + 5as/(ht)) with tensor parallel;
-    s b h / t (34 + 5as/h) adding sequence parallel; selective recompute drops the 5as/h term; full
-    recompute keeps only the layer input, 2 s b h (/t with sequence parallel). ``cp`` divides s.
-    Other architectures: activation_terms."""
+                                recompute: str = "none", cp: int = 1, attention: str = "fused") -> float:
+    """Bytes of one transformer layer's stored activations in 16-bit training (Korthikanti et al. 2022).
+
+    attention="unfused" counts the s x s scores as Korthikanti et al. do: for GPT s b h (34 + 5 a s / h)
+    without parallelism; s b h (10 + 24/t + 5as/(ht)) with tensor parallel; s b h / t (34 + 5as/h) adding
+    sequence parallel; selective recompute drops the 5as/h term. attention="fused" (the default: what
+    FlashAttention runs, Dao et al. 2022, section 3.1) never stores the scores, so it is the count without
+    them, s b h (10 + 24/t) for GPT (FlashAttention's softmax statistics, a s b floats, are left out: 4a/h
+    bytes per s b h, under 1% at these widths). Full recompute keeps only the layer input, 2 s b h (/t with
+    sequence parallel). ``cp`` divides s. Other architectures: activation_terms."""
     if not isinstance(recompute, str) or recompute not in RECOMPUTE:
         raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
+    if not isinstance(attention, str) or attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {ATTENTION} (fused: FlashAttention, no s x s scores), "
+                         f"got {attention!r}")
     for name, value in (("micro_batch", micro_batch), ("tp", tp), ("cp", cp)):
         whole(name, value)
     if not isinstance(sequence_parallel, bool):
@@ -83,7 +90,7 @@ def activation_memory_per_layer(spec, micro_batch: int, tp: int = 1, sequence_pa
     if recompute == "full":
         return 2 * sbh / (t if sequence_parallel else 1)
     replicated, split, score_terms = activation_terms(spec)
-    scores = 0.0 if recompute == "selective" else score_terms * a * s / h
+    scores = 0.0 if recompute == "selective" or attention == "fused" else score_terms * a * s / h
     if sequence_parallel:
         return sbh * (replicated + split + scores) / t
     return sbh * (replicated + split / t + scores / t)

@@ -72,7 +72,7 @@ def _stage_costs(costs, stage: int) -> tuple:
         per_backward = sum(_bucket_tail(piece, costs, op, c.overlap)[1] for piece in pieces) / v
         if not c.overlap:   # then the backward waits for them
             bwd, per_backward = bwd + per_backward * v, 0.0
-    if c.zero_stage in (1, 2):
+    if c.zero_stage in (1, 2) and not c.overlap_param_gather:   # with it: beside the forwards, hidden
         params = sum(b.params for b in blocks) * c.param_bytes
         tail += collective_time("all_gather", params, costs.shard_degree, costs.dp_link, c.dp_algorithm)
     return fwd, bwd, tail, per_backward

@@ -1,8 +1,10 @@
 """Published production training runs with the settings their papers give, to hold the simulator's MFU to.
 
 Every setting is stated beside its source; where a paper leaves one open, the choice and its reason are named.
-Each run keeps the paper's own figures (TFLOP/s per GPU and MFU, as printed) and, apart, the factor that
-converts them to the simulator's FLOP count (PaLM's model FLOPs) with the assumption that factor rests on.
+Each run keeps the paper's own figures (TFLOP/s per GPU and MFU, as printed; None where the paper prints
+none) and, apart, the factor that converts them to the simulator's FLOP count (PaLM's model FLOPs) with the
+assumption that factor rests on. A figure derived from a paper's (DeepSeek-V3's MFU from its GPU-hours) is
+never stored as the paper's: ``derived_mfu`` computes it and ``derivation`` says how.
 """
 
 from __future__ import annotations
@@ -47,18 +49,33 @@ class PublishedRun:
     preset: str
     gpus: int
     layout: dict                 # simulate_training_step keyword arguments
-    paper_tflops: float          # FLOP/s per GPU, as the paper prints it (in the paper's own FLOP count)
-    paper_mfu: float             # MFU as the paper prints it (a fraction)
+    paper_tflops: float | None   # FLOP/s per GPU, as the paper prints it (its own FLOP count); None: none
+    paper_mfu: float | None      # MFU as the paper prints it (a fraction); None where it prints none
     to_model_flops: float        # the paper's FLOP count -> the simulator's (PaLM's model FLOPs)
     conversion: str              # what that factor assumes
     source: str
     notes: list = field(default_factory=list)
-    published_gpu_hours_per_trillion_tokens: float | None = None   # where the paper gives that instead
+    # Where the paper gives GPU-hours per trillion tokens instead: wall-clock time over the whole
+    # pre-training (ramp, restarts, checkpoints, evaluation included), not a step time (wall_clock.py).
+    published_gpu_hours_per_trillion_tokens: float | None = None
+    derivation: str = ""         # how derived_mfu is derived, where the paper prints no MFU
 
     @property
-    def model_flops_mfu(self) -> float:
-        """The paper's rate in the simulator's count, over the peak: what simulate_published's MFU meets."""
+    def model_flops_mfu(self) -> float | None:
+        """The paper's rate in the simulator's count, over the peak: what simulate_published's MFU meets.
+        None where the paper prints no rate (see derived_mfu)."""
+        if self.paper_tflops is None:
+            return None
         return self.paper_tflops * self.to_model_flops / get_preset(self.preset).mfu_flops
+
+    @property
+    def derived_mfu(self) -> float | None:
+        """Derived, not published: the MFU the paper's GPU-hours would mean if every GPU-hour were a steady
+        training step, with the simulator's FLOPs per token (``derivation`` says so)."""
+        if self.published_gpu_hours_per_trillion_tokens is None:
+            return None
+        return mfu_from_gpu_hours(self.published_gpu_hours_per_trillion_tokens, self.model,
+                                  get_preset(self.preset).mfu_flops)
 
 
 def causal_to_model_flops(model) -> float:
@@ -103,9 +120,9 @@ LLAMA3_16K = PublishedRun(
 # Llama 3 405B's long-context stage (Dubey et al. 2024, Table 4, third row): 16,384 GPUs as TP 8, CP 16,
 # PP 16, DP 8 (8 x 16 x 16 x 8 = 16,384), 131,072-token sequences, 16 per DP replica (16M tokens a step),
 # 380 TFLOP/s per GPU, 38% MFU. Section 3.3.2: all-gather based context parallelism (K and V all-gathered,
-# attention computed for the local Q chunk; GQA keeps K and V small, so the all-gather hides behind the
-# attention), which is how the simulator costs cp; the dimensions ordered [TP, CP, PP, DP] from the
-# innermost, the placement below.
+# attention computed for the local Q chunk; the all-gather "exposed in the critical path", adopted because
+# GQA keeps K and V small), which is how the simulator costs cp (step/context_costs.py); the dimensions
+# ordered [TP, CP, PP, DP] from the innermost, the placement below.
 LLAMA3_405B_128K = replace(LLAMA3_405B, seq_len=131072, name="Llama 3 405B, 128K context")
 LLAMA3_128K = PublishedRun(
     "Llama 3 405B, 128K context, on 16,384 H100", LLAMA3_405B_128K, "h100", 16384,
@@ -181,10 +198,8 @@ DEEPSEEK_V3_RUN = PublishedRun(
          schedule="1f1b", stage_layers=DEEPSEEK_SPLIT, recompute="selective", fp8=True, node_limit=4,
          dispatch_bytes=1, combine_bytes=2, ep_overlap=True, comm_sm_share=20 / 132, param_bytes=2,
          grad_bytes=4, optimizer_bytes=4 + 2 + 2, check_memory=False),
-    mfu_from_gpu_hours(DEEPSEEK_GPU_HOURS, DEEPSEEK_V3, 989e12) * 989e12,
-    mfu_from_gpu_hours(DEEPSEEK_GPU_HOURS, DEEPSEEK_V3, 989e12), 1.0,
-    "the report prints GPU-hours, not a FLOP rate: the rate and MFU here are derived from its 180K GPU-hours "
-    "with the simulator's own model FLOPs per token (mfu_from_gpu_hours), so no conversion applies",
+    None, None, 1.0,
+    "the report prints GPU-hours, not a FLOP rate or an MFU: nothing to convert",
     "DeepSeek-AI 2024, arXiv 2412.19437, section 1 and Table 1: 180K H800 GPU-hours per trillion tokens",
     ["FP8 matrix multiplies at 75% of the H800's 1,979 TFLOP/s FP8 peak (the course's GEMM efficiency, "
      "not a measurement); attention core, output head and MTP head at the BF16 rate (section 3.3.1)",
@@ -199,8 +214,13 @@ DEEPSEEK_V3_RUN = PublishedRun(
      "balanced routing: every expert gets as many tokens",
      "memory not checked: the simulator counts BF16 activations (Korthikanti et al. 2022) and knows "
      "neither the FP8 caching of activations (section 3.3.3) nor the recomputation of RMSNorm and the MLA "
-     "up-projections (section 3.2.3)"],
-    DEEPSEEK_GPU_HOURS)
+     "up-projections (section 3.2.3)",
+     "180K GPU-hours per trillion tokens is wall-clock time over the whole pre-training: the batch ramp "
+     "from 3,072 to 15,360 sequences over the first 469B tokens (section 4.2), restarts, checkpoints and "
+     "evaluation; a step time contains none of them (wall_clock.py)"],
+    DEEPSEEK_GPU_HOURS,
+    "derived, not published: 180K GPU-hours per trillion tokens read as steady training steps, with the "
+    "simulator's model FLOPs per token, over the 989 TFLOP/s BF16 peak (mfu_from_gpu_hours)")
 
 
 def simulate_published(run: PublishedRun):

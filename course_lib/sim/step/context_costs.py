@@ -29,6 +29,7 @@ class AttentionCosts:
     q_bytes: float
     kv_split: bool          # Ulysses: the key/value heads divide cp ways (else they are copied up to cp)
     link: object
+    local_overlap: bool = False   # all-gather: the local chunk's attention runs while K and V arrive (torch)
 
 
 def _add(events: list, start: float, seconds: float, kind: str, label: str) -> float:
@@ -76,11 +77,7 @@ def attention_forward(events: list, t: float, a: AttentionCosts, name: str) -> f
         return _ring(events, t, a, name, label, 1)
     if a.method == "ulysses":
         return _ulysses(events, t, a, name, label, 1)
-    gather = collective_time("all_gather", a.kv_bytes, a.cp, a.link)
-    _add(events, t, gather, "comm", f"{name} CP all-gather KV")
-    end = t + max(a.attention, gather)
-    _add(events, end - a.attention, a.attention, "compute", label)
-    return end
+    return _gathered(events, t, a, name, label, 1)
 
 
 def attention_backward(events: list, t: float, a: AttentionCosts, name: str) -> float:
@@ -92,9 +89,22 @@ def attention_backward(events: list, t: float, a: AttentionCosts, name: str) -> 
         return _ring(events, t, a, name, label, 2)
     if a.method == "ulysses":
         return _ulysses(events, t, a, name, label, 2)
-    traffic = (collective_time("reduce_scatter", a.kv_bytes, a.cp, a.link)
-               + collective_time("all_gather", a.kv_bytes, a.cp, a.link))
-    _add(events, t, traffic, "comm", f"{name} CP KV all-gather + dKV reduce-scatter")
-    end = t + max(2 * a.attention, traffic)
-    _add(events, end - 2 * a.attention, 2 * a.attention, "compute", label)
-    return end
+    return _gathered(events, t, a, name, label, 2)
+
+
+def _gathered(events, t, a: AttentionCosts, name: str, label: str, factor: float) -> float:
+    """All-gather context parallel as Llama 3 ran it (Dubey et al. 2024, section 3.3.2): K and V are
+    all-gathered before the attention, which needs them, so the gather is exposed ("exposed in the critical
+    path", same section); the backward gathers them again and reduce-scatters dK and dV after its attention
+    core, exposed too. ``local_overlap``: torch's all-gather variant (_AllGatherRotater in
+    torch/distributed/tensor/experimental/_context_parallel/_attention.py) issues the all-gather, computes
+    the local chunk's block (1/cp of the core) while it travels, and only then waits for it."""
+    gather = collective_time("all_gather", a.kv_bytes, a.cp, a.link)
+    hidden = factor * a.core / a.cp if a.local_overlap else 0.0
+    what = "all-gather KV" if factor == 1 else "all-gather KV (again, for the backward)"
+    _add(events, t, gather, "comm", f"{name} CP {what}")
+    end = _add(events, t + max(gather - hidden, 0.0), factor * a.attention, "compute", label)
+    if factor == 1:
+        return end
+    reduce = collective_time("reduce_scatter", a.kv_bytes, a.cp, a.link)
+    return _add(events, end, reduce, "comm", f"{name} CP reduce-scatter dKV")

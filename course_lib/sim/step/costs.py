@@ -182,7 +182,8 @@ class CostModel:
         kv_bytes = 2 * self.tokens * model.kv_dim * 2 / c.tp          # K and V, whole sequence, bf16
         q_bytes = self.tokens / c.cp * model.hidden * 2 / c.tp
         kv_split = (model.num_kv_heads / c.tp) % c.cp == 0
-        return AttentionCosts(c.cp_method, c.cp, t_attn, core, kv_bytes, q_bytes, kv_split, self.cp_link)
+        return AttentionCosts(c.cp_method, c.cp, t_attn, core, kv_bytes, q_bytes, kv_split, self.cp_link,
+                              c.cp_local_overlap)
 
     def _memory_bound_seconds(self) -> float:
         """Forward seconds of a layer's non-matmul ops, which stream activations through HBM.
@@ -197,7 +198,8 @@ class CostModel:
         if bandwidth is None:
             return 0.0
         kept = "selective" if c.recompute == "selective" else "none"
-        streamed = activation_memory_per_layer(c.model, c.micro_batch_size, c.tp, c.sp, kept, c.cp)
+        streamed = activation_memory_per_layer(c.model, c.micro_batch_size, c.tp, c.sp, kept, c.cp,
+                                               attention="unfused")
         return 2 * streamed / bandwidth
 
     def _head(self) -> Block:

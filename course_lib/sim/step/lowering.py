@@ -3,7 +3,7 @@ DDP gradient buckets overlapping the backward, ZeRO reduce-scatters and FSDP all
 
 from __future__ import annotations
 
-from ..collectives.cost import collective_time
+from ..collectives.cost import collective_time, nccl_algorithm
 from ..timeline import Span, span
 
 # Spans are copied to their place on the clock by the million: tuple.__new__ skips NamedTuple's __new__.
@@ -23,13 +23,20 @@ class _CommStream:
         known = self.known.get((op, nbytes))
         if known is None:
             known = self.known[op, nbytes] = (collective_time(op, nbytes, self.degree, self.link,
-                                                              self.algorithm), f" ({nbytes / 1e6:.3g} MB)")
+                                                              self.algorithm), self._size(op, nbytes))
         seconds, size = known
         start = self.clock if self.clock > issue else issue
         self.clock = start + seconds
         if seconds > 0:
             self.events.append(span(start, self.clock, "comm", label + size))
         return self.clock
+
+    def _size(self, op: str, nbytes: float) -> str:
+        """The size and the algorithm a label shows: NCCL's choice where the config leaves it to NCCL."""
+        algorithm = self.algorithm
+        if algorithm == "nccl" and self.degree > 1:
+            algorithm = f"NCCL: {nccl_algorithm(op, nbytes, self.degree, self.link)}"
+        return f" ({nbytes / 1e6:.3g} MB, {algorithm})"
 
     def gather(self, block, param_bytes: float, issue: float, tag: str) -> float:
         """FSDP: all-gather one block's parameter shards before it runs."""
@@ -75,6 +82,9 @@ def lower_stage(stage: int, placed: list, costs) -> list:
     last = p * v - 1
     events: list = []
     stream = _CommStream(costs, events)
+    if c.overlap_param_gather:   # last step's updated parameters, gathered beside this step's forwards
+        stream.launch("all_gather", _stage_param_bytes(stage, costs), 0.0,
+                      "ZeRO all-gather updated parameters (overlap_param_gather)")
     last_backward = {op[2]: i for i, (op, _, _) in enumerate(placed) if op[0] == "B"}
     grad_bytes = c.grad_bytes
     sync_op = "all_reduce" if zero == 0 else "reduce_scatter"
@@ -125,8 +135,13 @@ def _after_last_op(stage: int, costs, stream: _CommStream, pending_total: float,
     sync_op = "all_reduce" if c.zero_stage == 0 else "reduce_scatter"
     if pending_total > 0:
         stream.launch(sync_op, pending_total, t_clock, f"DP {sync_op} gradients")
-    if c.zero_stage in (1, 2):
-        last = c.pp * c.virtual_stages - 1
-        params = sum(b.params for j in range(stage, last + 1, c.pp) for b in costs.pieces[j])
-        stream.launch("all_gather", params * c.param_bytes, max(stream.clock, t_clock),
+    if c.zero_stage in (1, 2) and not c.overlap_param_gather:
+        stream.launch("all_gather", _stage_param_bytes(stage, costs), max(stream.clock, t_clock),
                       "ZeRO all-gather updated parameters")
+
+
+def _stage_param_bytes(stage: int, costs) -> float:
+    """Bytes of the parameters one device of ``stage`` holds: what ZeRO-1/2 all-gather after the update."""
+    c = costs.config
+    last = c.pp * c.virtual_stages - 1
+    return sum(b.params for j in range(stage, last + 1, c.pp) for b in costs.pieces[j]) * c.param_bytes

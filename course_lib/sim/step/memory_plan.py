@@ -85,7 +85,7 @@ def plan_memory(config, capacity: float | None = None) -> list:
     """One MemoryBreakdown per pipeline stage (every device of a stage holds the same)."""
     model, p = config.model, config.pp
     per_layer = activation_memory_per_layer(model, config.micro_batch_size, config.tp, config.sp,
-                                            config.recompute, config.cp)
+                                            config.recompute, config.cp, config.attention)
     split = config.layer_split
     peaks = peak_chunks_in_flight(config)
     out = []
@@ -96,7 +96,7 @@ def plan_memory(config, capacity: float | None = None) -> list:
         activations = peaks[s] * layers_per_chunk * per_layer
         if config.recompute == "full":   # the layer being recomputed holds its full activations
             activations += activation_memory_per_layer(model, config.micro_batch_size, config.tp, config.sp,
-                                                       "none", config.cp)
+                                                       "none", config.cp, config.attention)
         if config.is_transformer and s == p - 1:   # fp32 logits of one micro-batch for the loss
             tokens = config.micro_batch_size * model.seq_len / config.cp
             activations += tokens * model.vocab_size / config.tp * 4

@@ -41,6 +41,19 @@ class StepReport:
         return self.tokens / self.step_time if self.step_time > 0 else 0.0
 
     @property
+    def collective_algorithms(self) -> dict:
+        """{data-parallel collective: the algorithm it ran}, read off rank 0's timeline labels: NCCL's
+        choice where the config leaves it to NCCL (dp_algorithm="nccl", the default)."""
+        found = {}
+        for event in self.timeline.events(0):
+            if event.kind == "comm" and event.label.endswith(")") and ", " in event.label:
+                op = next((o for o in ("all_reduce", "reduce_scatter", "all_gather") if o in event.label
+                           or o.replace("_", "-") in event.label), None)
+                if op is not None:
+                    found.setdefault(op, event.label.rsplit(", ", 1)[1][:-1])
+        return found
+
+    @property
     def bubble_fraction(self) -> float:
         return self.timeline.bubble_fraction
 

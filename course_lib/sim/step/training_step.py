@@ -27,10 +27,12 @@ def simulate_training_step(model, cluster, dp: int = 1, tp: int = 1, pp: int = 1
     global_batch: sequences per step (default dp x microbatches, one sequence per micro-batch).
     options: schedule ("gpipe", "1f1b", "interleaved_1f1b"), virtual_stages, recompute ("none",
     "selective", "full"), sequence_parallel, placement (innermost first, default tp, cp, dp, pp),
-    dp_algorithm ("ring", "tree", "parameter_server", ...), overlap (DDP buckets during backward),
+    dp_algorithm ("nccl", the default: NCCL's choice; or "ring", "tree", "parameter_server", ...),
+    overlap (DDP buckets during backward),
     bucket_bytes and first_bucket_bytes (torch DDP's 25 MiB and 1 MiB), prefetch (FSDP),
     param_bytes / grad_bytes / optimizer_bytes, cp_method ("all_gather", "ring", "ulysses": how the cp
-    ranks exchange keys and values).
+    ranks exchange keys and values), attention ("fused", the default: FlashAttention stores no s x s
+    scores; "unfused": Korthikanti et al.'s count with them).
     Raises OutOfMemoryError (a ValueError) saying by how much when a device would not fit.
     """
     if not (hasattr(cluster, "world_size") and hasattr(cluster, "preset")):
