@@ -19,6 +19,8 @@ _EXPORTS = {
     "public_context_parallel": "torch_context_parallel", "torch_ring_attention": "torch_context_parallel",
     "GLOO_SEGMENT_BYTES": "calibration", "calibrate": "calibration", "measure_all_reduce": "calibration",
     "predict_all_reduce": "calibration",
+    "Comparison": "predictions", "compare_all_reduce": "predictions", "compare_ddp_step": "predictions",
+    "predict_ddp_step": "predictions",
     "make_wide_mlp": "ddp_step", "measure_ddp_step": "ddp_step", "record_ddp_buckets": "ddp_step",
     "ForbiddenCallError": "errors", "RankFailure": "errors", "RanksHungError": "errors",
     "run_ranks": "runner",

@@ -37,7 +37,9 @@ REPETITIONS, BLOCK_BYTES, MAX_CALLS, WARM_UP = 9, 16 << 20, 32, 1
 LINK_SIZES = (1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22, 1 << 24)
 # Python-level messages issued back to back per timed block (the per-message cost).
 MESSAGES_PER_BLOCK = 32
-MATMUL_SIZE, MATMULS_PER_TIMING = 256, 8
+# The compute block: float32 256x256 matmuls, 64 of them (about 10 ms on one core): long beside the
+# scheduler's time slice, so on a shared machine it measures the share of a core a rank really gets.
+MATMUL_SIZE, MATMULS_PER_TIMING = 256, 64
 # gloo's ring all-reduce cuts every chunk into segments of at most 1 MiB (kMaxSegmentSize in
 # gloo/allreduce.h), at least two per chunk.
 GLOO_SEGMENT_BYTES = 1 << 20
@@ -49,14 +51,32 @@ GLOO_SEGMENTS_IN_FLIGHT = 2
 RANKS_AT_ONCE_SHARE, CPU_SHARE_SPIN_SECONDS = 0.75, 0.02
 
 
-def _slowest_rank_seconds(operation) -> float:
-    """Seconds of one ``operation`` started together on all ranks, as the slowest rank saw it."""
+def _slowest_rank_seconds(operation, own: list | None = None) -> float:
+    """Seconds of one ``operation`` started together on all ranks, as the slowest rank saw it (this
+    rank's own seconds appended to ``own`` if given)."""
     dist.barrier()
     start = time.perf_counter()
     operation()
-    elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+    mine = time.perf_counter() - start
+    if own is not None:
+        own.append(mine)
+    elapsed = torch.tensor([mine], dtype=torch.float64)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     return elapsed.item()
+
+
+def interleaved_lanes(operations: list, repetitions: int) -> tuple[list[float], list[list[float]]]:
+    """The harness's medians (slowest rank, as ``interleaved_medians``) and, per rank, each rank's own
+    median of every operation (a list per rank, gathered on every rank): the lanes of a recorded run."""
+    for _ in range(WARM_UP):
+        for operation in operations:
+            operation()
+    own = [[] for _ in operations]
+    rounds = [[_slowest_rank_seconds(operation, own[i]) for i, operation in enumerate(operations)]
+              for _ in range(repetitions)]
+    lanes = [None] * dist.get_world_size()
+    dist.all_gather_object(lanes, [statistics.median(times) for times in own])
+    return [statistics.median(column) for column in zip(*rounds, strict=True)], lanes
 
 
 def interleaved_times(operations: list, repetitions: int, summary=statistics.median) -> list[float]:
