@@ -229,14 +229,14 @@ def _segmented_model(world_size: int, in_flight: int):
     return model
 
 
-def calibration_from(data: dict, world_size: int) -> Calibration:
+def calibration_from(data: dict, world_size: int, segments_in_flight: int | None = None) -> Calibration:
     """The ``Calibration`` (course_lib.sim's model of this machine) fitted to ``measure()``'s figures:
     gloo's all-reduce link fitted on its own all-reduce (segmented ring, as gloo runs it), the Python
     send/recv link on the ping-pong, the per-message cost and the cores shared read off the recorded
     blocks (``fit_message_overhead``, ``fit_cores``)."""
     share, sizes = data["cpu_share"], data["sizes"]
     fits = {}
-    for in_flight in (1, GLOO_SEGMENTS_IN_FLIGHT):
+    for in_flight in (1, GLOO_SEGMENTS_IN_FLIGHT) if segments_in_flight is None else (segments_in_flight,):
         model = _segmented_model(world_size, in_flight)
         link = fit_link(sizes, data["all_reduce"], model)
         fits[in_flight] = (fit_error(sizes, data["all_reduce"], model, link), link)
@@ -258,7 +258,7 @@ def calibration_from(data: dict, world_size: int) -> Calibration:
 
 
 def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITIONS, timeout: float = 120,
-              measurements: dict | None = None) -> HardwarePreset:
+              measurements: dict | None = None, segments_in_flight: int | None = None) -> HardwarePreset:
     """Measure this machine with ``world_size`` gloo ranks and return it as a simulator preset: the
     laptop preset, ``course_lib.sim.laptop_preset(calibration)``, its ``calibration`` attribute the
     measured ``Calibration`` (call ``laptop_preset(preset.calibration, ranks)`` for another count).
@@ -278,12 +278,14 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITI
     - a block of float32 256x256 matmuls (one thread per rank) on one process alone and on all ranks
       at once: one process's FLOP/s and how many cores the ranks really share.
 
-    ``measurements`` (a dict from ``measure``) skips the measuring.
+    ``measurements`` (a dict from ``measure``) skips the measuring. ``segments_in_flight`` (1 or 2)
+    fits the all-reduce with that model of gloo's ring instead of the better-fitting one: the model
+    you will predict with (chapter 02's formula sends one segment at a time).
     """
     if world_size < 2:
         raise ValueError("calibrate needs at least 2 ranks to measure a link; use world_size=2 or more")
     data = measurements or measure(world_size, sizes, repetitions, timeout)
-    return laptop_preset(calibration_from(data, world_size))
+    return laptop_preset(calibration_from(data, world_size, segments_in_flight))
 
 
 def predict_all_reduce(preset: HardwarePreset, nbytes: float, world_size: int) -> float:
