@@ -19,13 +19,22 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from course_lib.sim import MLPSpec, Timeline, make_cluster, simulate_training_step
-from course_lib.sim.cluster.laptop import WITHIN, breakdown_lines, laptop_preset, prediction_line, within
+from course_lib.sim.cluster.laptop import (
+    WITHIN,
+    breakdown_lines,
+    compute_slowdown,
+    laptop_preset,
+    prediction_line,
+    python_all_reduce_time,
+    within,
+)
 
 from .calibration import interleaved_lanes, measure_all_reduce, predict_all_reduce
 from .ddp_step import make_wide_mlp
 from .runner import run_ranks
 
-__all__ = ["Comparison", "compare_all_reduce", "compare_ddp_step"]
+__all__ = ["Comparison", "compare_all_reduce", "compare_ddp_step", "compare_epochs",
+           "predict_python_all_reduce"]
 
 
 @dataclass
@@ -55,8 +64,8 @@ class Comparison:
         """Print the prediction line; outside ``WITHIN``, where the measured time went, lane by lane."""
         print(self.line)
         if not self.within:
-            print(f"  outside [{WITHIN[0]}, {WITHIN[1]}]: where the measured time went, lane by lane "
-                  f"(recorded parts)")
+            where = "lane by lane (recorded parts)" if self.parts is not None else "run by run"
+            print(f"  outside [{WITHIN[0]}, {WITHIN[1]}]: where the measured time went, {where}")
             if self.parts is not None:
                 for line in breakdown_lines(self.parts):
                     print(line)
@@ -169,4 +178,33 @@ def compare_ddp_step(chapter: str, machine, world_size: int, widths, global_batc
     comparison.details = [f"measured alone (slowest rank): forward+backward {forward_backward * 1e3:.3g} ms, "
                           f"update {update * 1e3:.3g} ms, gradient all-reduce {all_reduce * 1e3:.3g} ms; "
                           f"the simulator's step has no update and overlaps the all-reduce with backward"]
+    return comparison
+
+
+# -- epochs of data parallel through one rank and through a ring (chapter 03) -------------------------
+
+def predict_python_all_reduce(machine, nbytes: float, ranks: int, algorithm: str,
+                              which_ring: str = "") -> float:
+    """Seconds of one all-reduce of ``nbytes`` on ``ranks`` processes of the calibrated ``machine``:
+    written in Python from send/recv (``python_all_reduce_time``: the point-to-point link, Python's
+    per-message cost, the stretch when the ranks outnumber the cores), except a ring that is gloo's own
+    ``dist.all_reduce`` (``which_ring`` says "torch's"), which runs in C++ on the collective link,
+    its latency stretched as much more than at calibration as the ranks outnumber the cores."""
+    if ranks <= 1:
+        return 0.0
+    calibration = machine.calibration
+    if algorithm == "ring" and which_ring.startswith("torch's"):
+        stretch = compute_slowdown(calibration, ranks) / compute_slowdown(calibration, calibration.world_size)
+        return stretch * predict_all_reduce(machine, nbytes, ranks)
+    return python_all_reduce_time(calibration, nbytes, ranks, algorithm)
+
+
+def compare_epochs(chapter: str, what: str, runs: dict) -> Comparison:
+    """Several measured runs against their predictions, summed: ``runs`` maps a label (any tuple or
+    string) to (measured seconds, predicted seconds). Outside the band, each run's pair is listed."""
+    measured = sum(m for m, _ in runs.values())
+    predicted = sum(p for _, p in runs.values())
+    comparison = Comparison(chapter, what, measured, predicted)
+    comparison.details = [f"{label}: measured {m * 1e3:.3g} ms, predicted {p * 1e3:.3g} ms "
+                          f"(ratio {m / p:.2f})" for label, (m, p) in runs.items()]
     return comparison

@@ -16,6 +16,7 @@ from course_lib.sim.cluster.laptop import (
     lane_breakdown,
     laptop_preset,
     prediction_line,
+    python_all_reduce_time,
     python_message_time,
     within,
 )
@@ -120,3 +121,16 @@ def test_the_prediction_line_and_the_lane_breakdown():
 def test_cores_never_exceed_the_ranks_measured():
     cal = dataclasses.replace(calibration(), flops_together=2e11)   # faster together: noise, not cores
     assert cal.cores == 2.0
+
+
+def test_a_python_all_reduce_pays_latency_per_ring_step_and_the_message_cost_where_messages_queue():
+    cal = calibration(world_size=2, cores=2.0, overhead=5e-5)     # point to point: 60 us, 2.5 GB/s
+    # 2 ranks on 2 cores: the ring's 2 steps each pay the latency and half the bytes
+    assert python_all_reduce_time(cal, 2.5e6, 2) == pytest.approx(2 * (6e-5 + 0.5e-3))
+    # 4 ranks on 2 cores: each latency waits for a core too (stretched 2x)
+    assert python_all_reduce_time(cal, 0, 4) == pytest.approx(6 * 2 * 6e-5)
+    # through rank 0: one latency per phase, the other 2 messages already queued cost 50 us each
+    assert python_all_reduce_time(cal, 0, 4, "parameter_server") == pytest.approx(2 * (2 * 6e-5 + 2 * 5e-5))
+    assert python_all_reduce_time(cal, 1e9, 1) == 0.0
+    with pytest.raises(ValueError, match="ring"):
+        python_all_reduce_time(cal, 1, 2, "tree")

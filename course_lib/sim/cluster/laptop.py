@@ -33,7 +33,7 @@ from .hardware import HardwarePreset
 
 __all__ = ["Calibration", "WITHIN", "breakdown_lines", "compute_slowdown", "fit_cores", "fit_error",
            "fit_link", "fit_message_overhead", "lane_breakdown", "laptop_preset", "prediction_line",
-           "python_message_time", "within"]
+           "python_all_reduce_time", "python_message_time", "within"]
 
 # A prediction is right when measured / predicted lands in this range (issue 39, DESIGN.md: "within 1.5x").
 WITHIN = (0.67, 1.5)
@@ -98,6 +98,30 @@ def python_message_time(calibration: Calibration, nbytes: float) -> float:
     return calibration.point_to_point.transfer_time(nbytes)
 
 
+def python_all_reduce_time(calibration: Calibration, nbytes: float, ranks: int,
+                           algorithm: str = "ring") -> float:
+    """Seconds of an all-reduce written in Python from blocking ``dist.send``/``dist.recv`` (chapters
+    02 and 03) on ``ranks`` processes of this machine.
+
+    ``ring``: 2(N-1) steps, each waiting for a message of nbytes/N from the left neighbour: every step
+    pays the point-to-point latency. ``parameter_server``: rank 0 receives N-1 full messages and sends
+    N-1 back; the senders all send at once, so after the first message of each phase has paid its
+    latency the others are already there and cost rank 0 one Python-level message each (the
+    per-message cost) plus their bytes. When the ranks outnumber the cores, a message's latency is
+    stretched like compute (its receiver waits for a core, ``compute_slowdown``).
+    """
+    n = int(ranks)
+    if n <= 1:
+        return 0.0
+    link, stretch = calibration.point_to_point, compute_slowdown(calibration, n)
+    if algorithm == "ring":
+        return 2 * (n - 1) * (link.latency * stretch + nbytes / n / link.bandwidth)
+    if algorithm == "parameter_server":
+        queued = (n - 2) * calibration.message_overhead
+        return 2 * (link.latency * stretch + queued + (n - 1) * nbytes / link.bandwidth)
+    raise ValueError(f"algorithm must be 'ring' or 'parameter_server', got {algorithm!r}")
+
+
 # -- fitting the model's parts from recorded timelines ---------------------------------------------
 
 def _durations(timeline: Timeline, kind: str, lane: int | None = None) -> list[float]:
@@ -157,10 +181,16 @@ def within(ratio: float, bounds: tuple[float, float] = WITHIN) -> bool:
     return bounds[0] <= ratio <= bounds[1]
 
 
+def _ms(seconds: float) -> str:
+    """Milliseconds to three significant figures, never in exponent notation."""
+    ms = seconds * 1e3
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
 def prediction_line(chapter: str, what: str, measured: float, predicted: float) -> str:
     """``prediction <chapter> <what>: measured <x> ms, predicted <y> ms, ratio <r>`` (seconds in)."""
-    return (f"prediction {chapter} {what}: measured {measured * 1e3:.3g} ms, "
-            f"predicted {predicted * 1e3:.3g} ms, ratio {measured / predicted:.2f}")
+    return (f"prediction {chapter} {what}: measured {_ms(measured)} ms, "
+            f"predicted {_ms(predicted)} ms, ratio {measured / predicted:.2f}")
 
 
 def lane_breakdown(timeline: Timeline) -> list[dict]:
