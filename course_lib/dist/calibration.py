@@ -47,6 +47,8 @@ GLOO_SEGMENT_BYTES = 1 << 20
 # travels, but only if the ranks really run at once: when ranks take turns on a core, the latency is
 # time spent waiting for the core, which no segment in flight hides. Ranks that each get at least
 # RANKS_AT_ONCE_SHARE of the wall clock on a CPU while all spin together count as running at once.
+# calibrate() reads the segments in flight off the all-reduce's own fit; the share is measured and
+# reported beside it (and the constant kept for the chapters that print it).
 GLOO_SEGMENTS_IN_FLIGHT = 2
 RANKS_AT_ONCE_SHARE, CPU_SHARE_SPIN_SECONDS = 0.75, 0.02
 
@@ -269,9 +271,10 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITI
     round-robin so a burst of other load hits all alike. What is measured:
 
     - gloo's all-reduce at ``sizes``, fitted (least squares of the log ratio) to the ring gloo runs:
-      segments of at most ``GLOO_SEGMENT_BYTES``, two in flight when the ranks run at once (all spin
-      together; each must get ``RANKS_AT_ONCE_SHARE`` of the wall clock on a CPU), one otherwise.
-      Re-measured by ``measure_all_reduce``, it comes out near 1 by construction.
+      segments of at most ``GLOO_SEGMENT_BYTES``, one or two in flight, whichever fits better (two
+      only help when the ranks really run at once). Re-measured by ``measure_all_reduce`` in the same
+      harness, it comes out near 1 unless the machine changed between the two. The share of the wall
+      clock each rank got on a CPU while all spun together is kept in the source line, as the reason.
     - a Python ``dist.send``/``dist.recv`` ping-pong at the same sizes: gloo's point-to-point link
       as a Python loop sees it, its latency apart from the collective's (which runs in C++).
     - ``MESSAGES_PER_BLOCK`` tiny isend/irecv pairs issued at once: the per-message cost of Python.
