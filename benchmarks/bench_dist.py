@@ -78,10 +78,17 @@ def _calibrate_and_measure(rank, world_size, rounds):
 
 
 def _medians(rounds: list[dict]) -> dict:
-    """Element-wise medians over rounds of the calibration measurements."""
+    """Element-wise medians over rounds of the calibration measurements; the recorded blocks (message
+    blocks, compute alone and per lane together) are pooled over the rounds instead."""
     merged = {}
     for key, first in rounds[0].items():
         values = [r[key] for r in rounds]
+        if key in ("message_blocks", "compute_alone"):
+            merged[key] = [seconds for r in values for seconds in r]
+            continue
+        if key == "compute_together":
+            merged[key] = [[seconds for r in values for seconds in r[lane]] for lane in range(len(first))]
+            continue
         merged[key] = ([statistics.median(column) for column in zip(*values, strict=True)]
                        if isinstance(first, list) else statistics.median(values))
     return merged

@@ -1,7 +1,10 @@
-"""Measuring this machine for the simulator: gloo link latency/bandwidth, local reduction, matmul FLOP/s.
+"""Measuring this machine for the simulator: gloo's all-reduce and send/recv links, Python's per-message
+cost, matmul FLOP/s alone and on ranks sharing the cores; and the one harness every measuring cell uses.
 
-``calibrate()`` returns a ``course_lib.sim.HardwarePreset`` so the orientation chapter can predict an
-all-reduce or a DDP step with the simulator and then measure the real thing on the same machine.
+``calibrate()`` returns the laptop preset (``course_lib.sim.laptop_preset`` of what it measured) so a
+chapter can predict an all-reduce or a training step with the simulator and then measure the real thing
+on the same machine, timed the same way. The model of the measurements lives in
+``course_lib.sim.cluster.laptop`` (plain Python); only the measuring is here.
 """
 
 from __future__ import annotations
@@ -13,15 +16,30 @@ import time
 import torch
 import torch.distributed as dist
 
-from course_lib.sim import HardwarePreset, Link, collective_time
+from course_lib.sim import HardwarePreset, Timeline, collective_time
+from course_lib.sim.cluster.laptop import (
+    Calibration,
+    fit_cores,
+    fit_error,
+    fit_link,
+    fit_message_overhead,
+    laptop_preset,
+)
 
 from .runner import run_ranks
 
-# Latency from a small message timed many times; bandwidth from 256 KiB .. 32 MiB, the chunk sizes
-# (S/n) of the all-reduces the course predicts (1 MB to 64 MB on 2 to 4 ranks).
-LATENCY_PROBE_BYTES, LATENCY_REPETITIONS = 4 << 10, 31
-LINK_SIZES = (1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 25)
-MATMUL_SIZE, MATMULS_PER_TIMING = 256, 8
+# One harness for calibrate() and every measuring cell (issue 39): the same statistic (the median of
+# the slowest rank's seconds), the same block (back-to-back calls moving about BLOCK_BYTES, at most
+# MAX_CALLS of them), the same warm-up (one untimed run of each block) and the same repetitions, so a
+# quantity calibrate() fitted comes out near 1 when a cell measures it again.
+REPETITIONS, BLOCK_BYTES, MAX_CALLS, WARM_UP = 9, 16 << 20, 32, 1
+# The all-reduce and send/recv sizes calibrate() fits: the range the course's cells predict (bytes).
+LINK_SIZES = (1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22, 1 << 24)
+# Python-level messages issued back to back per timed block (the per-message cost).
+MESSAGES_PER_BLOCK = 32
+# The compute block: float32 256x256 matmuls, 64 of them (about 10 ms on one core): long beside the
+# scheduler's time slice, so on a shared machine it measures the share of a core a rank really gets.
+MATMUL_SIZE, MATMULS_PER_TIMING = 256, 64
 # gloo's ring all-reduce cuts every chunk into segments of at most 1 MiB (kMaxSegmentSize in
 # gloo/allreduce.h), at least two per chunk.
 GLOO_SEGMENT_BYTES = 1 << 20
@@ -29,26 +47,47 @@ GLOO_SEGMENT_BYTES = 1 << 20
 # travels, but only if the ranks really run at once: when ranks take turns on a core, the latency is
 # time spent waiting for the core, which no segment in flight hides. Ranks that each get at least
 # RANKS_AT_ONCE_SHARE of the wall clock on a CPU while all spin together count as running at once.
+# calibrate() reads the segments in flight off the all-reduce's own fit; the share is measured and
+# reported beside it (and the constant kept for the chapters that print it).
 GLOO_SEGMENTS_IN_FLIGHT = 2
 RANKS_AT_ONCE_SHARE, CPU_SHARE_SPIN_SECONDS = 0.75, 0.02
 
 
-def _slowest_rank_seconds(operation) -> float:
-    """Seconds of one ``operation`` started together on all ranks, as the slowest rank saw it."""
+def _slowest_rank_seconds(operation, own: list | None = None) -> float:
+    """Seconds of one ``operation`` started together on all ranks, as the slowest rank saw it (this
+    rank's own seconds appended to ``own`` if given)."""
     dist.barrier()
     start = time.perf_counter()
     operation()
-    elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+    mine = time.perf_counter() - start
+    if own is not None:
+        own.append(mine)
+    elapsed = torch.tensor([mine], dtype=torch.float64)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     return elapsed.item()
+
+
+def interleaved_lanes(operations: list, repetitions: int) -> tuple[list[float], list[list[float]]]:
+    """The harness's medians (slowest rank, as ``interleaved_medians``) and, per rank, each rank's own
+    median of every operation (a list per rank, gathered on every rank): the lanes of a recorded run."""
+    for _ in range(WARM_UP):
+        for operation in operations:
+            operation()
+    own = [[] for _ in operations]
+    rounds = [[_slowest_rank_seconds(operation, own[i]) for i, operation in enumerate(operations)]
+              for _ in range(repetitions)]
+    lanes = [None] * dist.get_world_size()
+    dist.all_gather_object(lanes, [statistics.median(times) for times in own])
+    return [statistics.median(column) for column in zip(*rounds, strict=True)], lanes
 
 
 def interleaved_times(operations: list, repetitions: int, summary=statistics.median) -> list[float]:
     """``summary`` (the median unless told) of each operation's seconds, timed round-robin (one of
     each per round, after a warm-up): on a shared machine a burst of someone else's load then hits
     every size alike, not one size."""
-    for operation in operations:
-        operation()
+    for _ in range(WARM_UP):
+        for operation in operations:
+            operation()
     rounds = [[_slowest_rank_seconds(operation) for operation in operations] for _ in range(repetitions)]
     return [summary(column) for column in zip(*rounds, strict=True)]
 
@@ -73,44 +112,55 @@ def _ping_pong(rank: int, nbytes: int):
     return round_trip
 
 
-def _ring_steps(rank: int, world_size: int, nbytes: int, pieces: int = 2):
-    """2(n-1) ring steps back to back, as in one ring all-reduce: every rank sends ``nbytes`` to its
-    right neighbour while receiving as much from its left, then goes on to the next step at once.
-
-    Each step's chunk travels in ``pieces`` messages, all in flight at once. gloo's ring keeps two
-    segments in flight (segments of at most 1 MiB, cut in C++); from Python every extra message
-    costs tens of microseconds that gloo does not pay, so two halves stand in for its segments when
-    measuring bandwidth, and one message per step when measuring latency.
-    """
-    elements = max(1, nbytes // 4 // pieces)
-    outgoing, incoming = torch.zeros(pieces, elements), torch.zeros(pieces, elements)
+def _message_block(rank: int, world_size: int):
+    """``MESSAGES_PER_BLOCK`` 4-byte messages to the right neighbour and as many from the left, every
+    isend/irecv issued from Python at once and then waited: what a message costs beyond its latency."""
+    outgoing, incoming = torch.zeros(MESSAGES_PER_BLOCK, 1), torch.zeros(MESSAGES_PER_BLOCK, 1)
     right, left = (rank + 1) % world_size, (rank - 1) % world_size
 
-    def steps():
-        for _ in range(2 * (world_size - 1)):
-            works = []
-            for piece in range(pieces):
-                works += [dist.irecv(incoming[piece], left), dist.isend(outgoing[piece], right)]
-            for work in works:
-                work.wait()
+    def block():
+        works = []
+        for piece in range(MESSAGES_PER_BLOCK):
+            works += [dist.irecv(incoming[piece], left), dist.isend(outgoing[piece], right)]
+        for work in works:
+            work.wait()
 
-    return steps
+    return block
+
+
+def _compute_lanes(rank: int, world_size: int, repetitions: int) -> tuple[list[float], list[list[float]]]:
+    """Seconds of one matmul block on rank 0 alone (the other ranks wait at a barrier), then on every
+    rank at once: (rank 0's alone, each rank's together), ``repetitions`` of each after a warm-up."""
+    block = _matmuls()
+    block()
+    alone = []
+    for _ in range(repetitions):
+        dist.barrier()
+        if rank == 0:
+            start = time.perf_counter()
+            block()
+            alone.append(time.perf_counter() - start)
+        dist.barrier()
+    together = []
+    for _ in range(repetitions):
+        dist.barrier()
+        start = time.perf_counter()
+        block()
+        together.append(time.perf_counter() - start)
+    lanes = [None] * world_size
+    dist.all_gather_object(lanes, together)
+    return alone, lanes
 
 
 def _measure(rank: int, world_size: int, sizes, repetitions: int) -> dict:
-    probe = LATENCY_PROBE_BYTES
-    steps = 2 * (world_size - 1)
-    latency = interleaved_times([_ring_steps(rank, world_size, probe, pieces=1), _ping_pong(rank, probe)],
-                                LATENCY_REPETITIONS, summary=min)
-    links = interleaved_medians([_ring_steps(rank, world_size, n) for n in sizes]
-                                + [_ping_pong(rank, n) for n in sizes], repetitions)
-    largest = max(sizes)
-    a, b = torch.zeros(largest // 4), torch.ones(largest // 4)
-    reduce_s, matmul_s = interleaved_medians([lambda: a.add_(b), _matmuls()], repetitions)
-    return {"ring": [t / steps for t in links[:len(sizes)]], "ping_pong": [t / 2 for t in links[len(sizes):]],
-            "ring_latency": latency[0] / steps, "ping_pong_latency": latency[1] / 2,
-            "reduce": reduce_s / largest, "flops": 2 * MATMUL_SIZE**3 * MATMULS_PER_TIMING / matmul_s,
-            "cpu_share": _cpu_share(repetitions)}
+    all_reduce = per_call_medians([_all_reduce_block(n) for n in sizes], repetitions)
+    ping_pong = per_call_medians([back_to_back(_ping_pong(rank, n), n) for n in sizes], repetitions)
+    message_block = interleaved_medians([_message_block(rank, world_size)], repetitions)[0]
+    alone, together = _compute_lanes(rank, world_size, repetitions)
+    return {"all_reduce": all_reduce, "ping_pong": [t / 2 for t in ping_pong],
+            "message_blocks": [message_block], "messages_per_block": MESSAGES_PER_BLOCK,
+            "compute_alone": alone, "compute_together": together,
+            "block_flops": 2 * MATMUL_SIZE**3 * MATMULS_PER_TIMING, "cpu_share": _cpu_share(repetitions)}
 
 
 def _cpu_share(repetitions: int) -> float:
@@ -163,51 +213,82 @@ def _physical_memory() -> float:
         return 8e9
 
 
-def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeout: float = 120,
-              measurements: dict | None = None) -> HardwarePreset:
-    """Measure this machine with ``world_size`` gloo ranks and return it as a simulator preset.
+def _lanes_timeline(lanes: list[list[float]], kind: str, meta: dict | None = None) -> Timeline:
+    """Durations recorded on each process as a timeline: one lane per process, its spans back to back."""
+    timeline = Timeline([f"process {i}" for i in range(len(lanes))], title="recorded at calibration")
+    for lane, durations in enumerate(lanes):
+        clock = 0.0
+        for seconds in durations:
+            timeline.add(lane, clock, clock + seconds, kind, "block", meta)
+            clock += seconds
+    return timeline
 
-    Predict gloo's all-reduce with it as gloo runs one, a ring whose chunks are cut into segments
-    with two in flight: ``predict_all_reduce(preset, nbytes, world_size)``, which is
-    ``collective_time("all_reduce", nbytes, world_size, preset.intra_node,
-    segment_bytes=GLOO_SEGMENT_BYTES, in_flight=preset.segments_in_flight)``.
 
-    What is measured, and why: a quiet two-rank ping-pong overstates what each rank gets when N
-    processes share a few cores and all talk at once. So the link is timed as a ring all-reduce loads
-    it: 2(n-1) ring steps back to back, every rank sending to its right neighbour while receiving
-    from its left, with two messages in flight as in gloo's ring (back to back, because one step
-    alone mostly measures how long the ranks take to be scheduled again after a barrier).
-    Latency (alpha) is the fastest per-step time of single 4 KiB messages: noise on a shared machine
-    only ever adds time, and a segment's latency is what gloo pays in C++ without Python's
-    per-message overhead. 1/bandwidth is the least-squares slope over ``sizes`` with that alpha
-    fixed. The local additions are not added to the link: gloo adds one segment while the next is
-    in flight. The link depends on how many ranks share the cores: calibrate with the world size
-    you will predict for. FLOP/s is one rank's float32 256x256 matmuls (one thread per rank, as in
-    run_ranks) while all ranks multiply together. Whether the ranks run at once is measured too: all
-    spin together and each reports the share of the wall clock it spent on a CPU. Only if every rank
-    gets at least ``RANKS_AT_ONCE_SHARE`` can a segment's latency pass while another is in flight, so
-    only then is the preset's ``segments_in_flight`` gloo's 2 rather than 1 (4 ranks on 2 cores get
-    about half). Sizes are timed round-robin so a burst of other
-    load hits all sizes alike. The ping-pong fit and the addition rate are kept in the preset's
-    ``source`` for comparison. ``measurements`` (a dict from ``measure``) skips the measuring.
+def _segmented_model(world_size: int, in_flight: int):
+    def model(link, nbytes):
+        return collective_time("all_reduce", nbytes, world_size, link, "ring",
+                               segment_bytes=GLOO_SEGMENT_BYTES, in_flight=in_flight)
+    return model
+
+
+def calibration_from(data: dict, world_size: int, segments_in_flight: int | None = None) -> Calibration:
+    """The ``Calibration`` (course_lib.sim's model of this machine) fitted to ``measure()``'s figures:
+    gloo's all-reduce link fitted on its own all-reduce (segmented ring, as gloo runs it), the Python
+    send/recv link on the ping-pong, the per-message cost and the cores shared read off the recorded
+    blocks (``fit_message_overhead``, ``fit_cores``)."""
+    share, sizes = data["cpu_share"], data["sizes"]
+    fits = {}
+    for in_flight in (1, GLOO_SEGMENTS_IN_FLIGHT) if segments_in_flight is None else (segments_in_flight,):
+        model = _segmented_model(world_size, in_flight)
+        link = fit_link(sizes, data["all_reduce"], model)
+        fits[in_flight] = (fit_error(sizes, data["all_reduce"], model, link), link)
+    # Whether the segments' latencies overlap is read off the all-reduce itself (the model that fits it
+    # better); the CPU share the ranks got while spinning says why, and is kept beside it.
+    in_flight = min(fits, key=lambda k: fits[k][0])
+    collective = fits[in_flight][1]
+    point_to_point = fit_link(sizes, data["ping_pong"], lambda link, n: link.transfer_time(n))
+    messages = _lanes_timeline([data["message_blocks"]], "comm", {"messages": data["messages_per_block"]})
+    alone = _lanes_timeline([data["compute_alone"]], "compute")
+    together = _lanes_timeline(data["compute_together"], "compute")
+    flops_alone = data["block_flops"] / statistics.median(data["compute_alone"])
+    cores = fit_cores(alone, together)
+    return Calibration(world_size=world_size, flops_alone=flops_alone,
+                       flops_together=flops_alone * cores / world_size, collective=collective,
+                       point_to_point=point_to_point, message_overhead=fit_message_overhead(messages),
+                       segments_in_flight=in_flight, memory_bytes=_physical_memory(), cpu_share=share,
+                       notes={"extra": f"each rank on a CPU {share:.0%} of the time while all spun"})
+
+
+def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITIONS, timeout: float = 120,
+              measurements: dict | None = None, segments_in_flight: int | None = None) -> HardwarePreset:
+    """Measure this machine with ``world_size`` gloo ranks and return it as a simulator preset: the
+    laptop preset, ``course_lib.sim.laptop_preset(calibration)``, its ``calibration`` attribute the
+    measured ``Calibration`` (call ``laptop_preset(preset.calibration, ranks)`` for another count).
+
+    One harness measures here and in every measuring cell (``measure_all_reduce``,
+    ``measure_ddp_step``, ...): the median over ``repetitions`` of the slowest rank's seconds, blocks
+    of back-to-back calls moving about ``BLOCK_BYTES``, one warm-up run of each block, sizes timed
+    round-robin so a burst of other load hits all alike. What is measured:
+
+    - gloo's all-reduce at ``sizes``, fitted (least squares of the log ratio) to the ring gloo runs:
+      segments of at most ``GLOO_SEGMENT_BYTES``, one or two in flight, whichever fits better (two
+      only help when the ranks really run at once). Re-measured by ``measure_all_reduce`` in the same
+      harness, it comes out near 1 unless the machine changed between the two. The share of the wall
+      clock each rank got on a CPU while all spun together is kept in the source line, as the reason.
+    - a Python ``dist.send``/``dist.recv`` ping-pong at the same sizes: gloo's point-to-point link
+      as a Python loop sees it, its latency apart from the collective's (which runs in C++).
+    - ``MESSAGES_PER_BLOCK`` tiny isend/irecv pairs issued at once: the per-message cost of Python.
+    - a block of float32 256x256 matmuls (one thread per rank) on one process alone and on all ranks
+      at once: one process's FLOP/s and how many cores the ranks really share.
+
+    ``measurements`` (a dict from ``measure``) skips the measuring. ``segments_in_flight`` (1 or 2)
+    fits the all-reduce with that model of gloo's ring instead of the better-fitting one: the model
+    you will predict with (chapter 02's formula sends one segment at a time).
     """
     if world_size < 2:
         raise ValueError("calibrate needs at least 2 ranks to measure a link; use world_size=2 or more")
     data = measurements or measure(world_size, sizes, repetitions, timeout)
-    alpha, ping_alpha = data["ring_latency"], data["ping_pong_latency"]
-    beta = fit_beta(data["sizes"], data["ring"], alpha)
-    ping_beta = fit_beta(data["sizes"], data["ping_pong"], ping_alpha)
-    link = Link(latency=alpha, bandwidth=1.0 / beta)
-    share = data["cpu_share"]
-    in_flight = GLOO_SEGMENTS_IN_FLIGHT if share >= RANKS_AT_ONCE_SHARE else 1
-    source = (f"measured with {world_size} gloo ranks on loopback, as a ring all-reduce loads the link: "
-              f"alpha={alpha:.3g} s, {1 / beta / 1e9:.3g} GB/s; a quiet ping-pong gives "
-              f"alpha={ping_alpha:.3g} s, {1 / ping_beta / 1e9:.3g} GB/s; local addition "
-              f"{1 / data['reduce'] / 1e9:.3g} GB/s; matmul {data['flops'] / 1e9:.3g} GFLOP/s per rank; "
-              f"each rank on a CPU {share:.0%} of the time, so {in_flight} segment(s) in flight")
-    return HardwarePreset(name=f"this machine ({world_size} gloo ranks)", flops=data["flops"],
-                          memory_bytes=_physical_memory() / world_size, intra_node=link, inter_node=link,
-                          source=source, segments_in_flight=in_flight)
+    return laptop_preset(calibration_from(data, world_size, segments_in_flight))
 
 
 def predict_all_reduce(preset: HardwarePreset, nbytes: float, world_size: int) -> float:
@@ -217,18 +298,20 @@ def predict_all_reduce(preset: HardwarePreset, nbytes: float, world_size: int) -
                            segment_bytes=GLOO_SEGMENT_BYTES, in_flight=preset.segments_in_flight)
 
 
-def measure(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = 5, timeout: float = 120) -> dict:
-    """The raw measurements ``calibrate`` fits (slowest rank's medians): seconds per ring step and per
-    one-way ping-pong for each size and for the small latency probe, seconds per byte of a local
-    add, and matmul FLOP/s."""
+def measure(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITIONS,
+            timeout: float = 120) -> dict:
+    """The raw measurements ``calibrate`` fits (rank 0's view; every time is the slowest rank's
+    median per call): seconds per all-reduce and per one-way send/recv for each size, seconds of a
+    block of ``messages_per_block`` Python messages, and seconds of the matmul block alone and on each
+    rank together."""
     sizes = tuple(int(n) for n in sizes)
-    if not sizes or min(sizes) < 4:
-        raise ValueError("sizes must list message sizes in bytes, each at least 4")
+    if len(sizes) < 2 or min(sizes) < 4:
+        raise ValueError("sizes must list two or more message sizes in bytes, each at least 4")
     rank_zero = run_ranks(_measure, world_size, sizes, repetitions, timeout=timeout)[0]
     return {"sizes": sizes, **rank_zero}
 
 
-def back_to_back(operation, nbytes: int, block_bytes: int = 16 << 20, max_calls: int = 32):
+def back_to_back(operation, nbytes: int, block_bytes: int = BLOCK_BYTES, max_calls: int = MAX_CALLS):
     """``operation`` repeated back to back until about ``block_bytes`` have been moved (at most
     ``max_calls`` times), as one timed block, with the number of calls: as nccl-tests do, so the skew of
     the barrier that starts each timing is spread over many calls instead of landing on one small one."""
@@ -253,7 +336,7 @@ def _all_reduce_times(rank: int, world_size: int, sizes, repetitions: int, all_r
     return per_call_medians([_all_reduce_block(nbytes, all_reduce) for nbytes in sizes], repetitions)
 
 
-def measure_all_reduce(world_size: int, sizes, repetitions: int = 5, timeout: float = 120,
+def measure_all_reduce(world_size: int, sizes, repetitions: int = REPETITIONS, timeout: float = 120,
                        all_reduce=None) -> list[float]:
     """Median seconds of one real all-reduce of each size in bytes (float32, slowest rank), timed in
     blocks of back-to-back calls (see ``back_to_back``). ``all_reduce(tensor)`` (run inside each rank,

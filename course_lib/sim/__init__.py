@@ -6,6 +6,15 @@ message-level simulated GPU. Every public name is imported here: import from cou
 """
 
 from .cluster.hardware import HardwarePreset, Link
+from .cluster.laptop import (
+    WITHIN,
+    Calibration,
+    breakdown_lines,
+    compute_slowdown,
+    lane_breakdown,
+    laptop_preset,
+    prediction_line,
+)
 from .cluster.presets import A100, H100, H800, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .cluster.topology import Cluster, make_cluster
 from .collectives.buckets import (
@@ -90,6 +99,8 @@ from .timeline import Event, Span, Timeline, join_timelines
 from .vocabulary import CP_METHODS
 
 __all__ = [
+    "WITHIN", "Calibration", "breakdown_lines", "compute_slowdown", "lane_breakdown", "laptop_preset",
+    "prediction_line",
     "A100", "activation_memory_per_layer", "algorithm_bandwidth", "ALGORITHMS", "nccl_algorithm",
     "bubble_fraction_formula", "bus_bandwidth", "bus_factor", "Cluster", "collective_time",
     "collective_timeline", "COURSE_MLP", "Event", "get_preset", "GPT3_175B", "H100", "HardwarePreset",

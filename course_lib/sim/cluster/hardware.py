@@ -6,7 +6,7 @@ A preset can come from a data sheet (its source named) or from measurements on t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..checks import amount, whole
 from ..network.links import Link
@@ -40,6 +40,9 @@ class HardwarePreset:
     # Bytes of each device's memory that the model never gets: the CUDA context and library workspaces,
     # NCCL's communication buffers, the allocator's fragmentation (presets.py says how much, and why).
     memory_reserve: float = 0.0
+    # What calibrate() measured, when the preset is this machine (a course_lib.sim.cluster.laptop
+    # Calibration; laptop_preset builds the preset from it); None for a data-sheet preset.
+    calibration: object = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         amount(f"preset {self.name!r}: flops", self.flops, positive=True, unit="FLOP/s")

@@ -1,0 +1,214 @@
+"""Predict, then measure: the comparisons the chapters make on this machine, each one function that the
+chapter's cell and ``benchmarks/bench_predictions.py`` both call (issue 39).
+
+Every comparison predicts with the calibrated machine (``calibrate()``, the laptop preset of
+``course_lib.sim.cluster.laptop``), measures with the one harness of ``calibration`` (median of the
+slowest rank, back-to-back blocks, one warm-up), and returns a ``Comparison``. ``report()`` prints the
+one line ``prediction <chapter> <what>: measured <x> ms, predicted <y> ms, ratio <r>``; where the
+ratio falls outside ``WITHIN`` it then prints, lane by lane, where the measured time went (compute,
+waiting, transfer) from the recorded timeline of measured parts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from course_lib.sim import MLPSpec, Timeline, make_cluster, simulate_training_step
+from course_lib.sim.cluster.laptop import (
+    WITHIN,
+    breakdown_lines,
+    compute_slowdown,
+    laptop_preset,
+    prediction_line,
+    python_all_reduce_time,
+    within,
+)
+
+from .calibration import interleaved_lanes, measure_all_reduce, predict_all_reduce
+from .ddp_step import make_wide_mlp
+from .runner import run_ranks
+
+__all__ = ["Comparison", "compare_all_reduce", "compare_ddp_step", "compare_epochs",
+           "predict_python_all_reduce"]
+
+
+@dataclass
+class Comparison:
+    """One prediction held against one measurement (seconds), with the measured parts per lane."""
+
+    chapter: str
+    what: str
+    measured: float
+    predicted: float
+    parts: Timeline | None = None        # recorded: one lane per rank, compute / comm / idle spans
+    details: list[str] = field(default_factory=list)   # lines printed after the breakdown, if any
+
+    @property
+    def ratio(self) -> float:
+        return self.measured / self.predicted
+
+    @property
+    def within(self) -> bool:
+        return within(self.ratio)
+
+    @property
+    def line(self) -> str:
+        return prediction_line(self.chapter, self.what, self.measured, self.predicted)
+
+    def report(self) -> Comparison:
+        """Print the prediction line; outside ``WITHIN``, where the measured time went, lane by lane."""
+        print(self.line)
+        if not self.within:
+            where = "lane by lane (recorded parts)" if self.parts is not None else "run by run"
+            print(f"  outside [{WITHIN[0]}, {WITHIN[1]}]: where the measured time went, {where}")
+            if self.parts is not None:
+                for line in breakdown_lines(self.parts):
+                    print(line)
+            for line in self.details:
+                print(f"  {line}")
+        return self
+
+
+# -- an all-reduce sweep (chapters 00 and 02) --------------------------------------------------------
+
+def compare_all_reduce(chapter: str, machine, world_size: int, sizes, predict=None,
+                       repetitions: int | None = None) -> tuple[Comparison, list[float], list[float]]:
+    """gloo's all-reduce at each of ``sizes`` bytes: predicted by ``predict(nbytes)`` (the calibrated
+    segmented ring, ``predict_all_reduce(machine, ...)``, unless given) and measured by
+    ``measure_all_reduce``. The comparison is of the whole sweep (every size once); returns it with
+    the measured and predicted seconds per size. Outside the range, each size's latency and transfer
+    parts are listed beside its measured time."""
+    predict = predict or (lambda nbytes: predict_all_reduce(machine, nbytes, world_size))
+    kwargs = {} if repetitions is None else {"repetitions": repetitions}
+    measured = measure_all_reduce(world_size, sizes, **kwargs)
+    predicted = [predict(n) for n in sizes]
+    comparison = Comparison(chapter, f"all-reduce, {world_size} ranks, {len(sizes)} sizes summed",
+                            sum(measured), sum(predicted))
+    link = machine.intra_node
+    comparison.details = []
+    for n, m, p in zip(sizes, measured, predicted, strict=True):
+        moving = _bytes_part(link, n, world_size)
+        comparison.details.append(f"{n:>10,d} B: measured {m * 1e3:.3g} ms, predicted {p * 1e3:.3g} ms "
+                                  f"(ratio {m / p:.2f}): latency {(p - moving) * 1e3:.3g} ms, "
+                                  f"bytes {moving * 1e3:.3g} ms")
+    return comparison, measured, predicted
+
+
+def _bytes_part(link, nbytes, world_size) -> float:
+    """The ring's bandwidth term 2(n-1)/n S/B: what the bytes cost, whatever the segments."""
+    return 2 * (world_size - 1) / world_size * nbytes / link.bandwidth
+
+
+# -- one DDP step (chapter 00) -----------------------------------------------------------------------
+
+FLOAT32_SGD = dict(param_bytes=4, grad_bytes=4, optimizer_bytes=0)   # plain SGD keeps no extra state
+
+
+def predict_ddp_step(machine, world_size: int, widths, global_batch: int):
+    """The simulator's DDP step of an MLP of ``widths`` on the calibrated machine for ``world_size``
+    ranks (compute slowed if the ranks outnumber the measured cores): forward, backward, and the
+    gradient all-reduced in buckets overlapping the backward. Returns the StepReport."""
+    calibration = getattr(machine, "calibration", None)
+    preset = laptop_preset(calibration, world_size) if calibration is not None else machine
+    cluster = make_cluster(1, world_size, preset=preset)
+    return simulate_training_step(MLPSpec(tuple(widths), name="wide MLP"), cluster, dp=world_size,
+                                  global_batch=global_batch, **FLOAT32_SGD)
+
+
+def _ddp_parts(rank: int, world_size: int, widths, global_batch: int, repetitions: int):
+    """Timed round-robin in one harness: the DDP step, its forward+backward with no communication
+    (``no_sync``), the SGD update and zeroing, and one all-reduce of all the gradients' bytes."""
+    model = DistributedDataParallel(make_wide_mlp(widths))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(rank)
+    per_rank = global_batch // world_size
+    inputs = torch.randn(per_rank, widths[0], generator=generator)
+    targets = torch.randn(per_rank, widths[-1], generator=generator)
+    gradients = torch.zeros(sum(p.numel() for p in model.parameters()))
+
+    def step():
+        loss = nn.functional.mse_loss(model(inputs), targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    def forward_backward():
+        with model.no_sync():
+            nn.functional.mse_loss(model(inputs), targets).backward()
+
+    def update():
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+
+    def all_reduce():
+        dist.all_reduce(gradients)
+
+    return interleaved_lanes([step, forward_backward, update, all_reduce], repetitions)
+
+
+def _parts_timeline(lanes: list[list[float]]) -> Timeline:
+    """Each rank's measured step split into its measured parts: compute (forward+backward alone, then
+    the update), transfer (what the step takes beyond its compute, at most the all-reduce's own time),
+    waiting (the rest: neither compute alone nor the all-reduce alone accounts for it)."""
+    timeline = Timeline([f"rank {r}" for r in range(len(lanes))], title="one DDP step, measured parts")
+    for rank, (step, forward_backward, update, all_reduce) in enumerate(lanes):
+        compute = min(step, forward_backward + update)
+        transfer = min(all_reduce, step - compute)
+        timeline.add(rank, 0.0, compute, "compute", "forward+backward+update (no_sync)")
+        timeline.add(rank, compute, compute + transfer, "comm", "gradient all-reduce")
+        timeline.add(rank, compute + transfer, step, "idle", "unaccounted: cores shared")
+    return timeline
+
+
+def compare_ddp_step(chapter: str, machine, world_size: int, widths, global_batch: int,
+                     repetitions: int = 7, timeout: float = 120) -> Comparison:
+    """One real DDP step (torch DDP over gloo) against the simulator's on the calibrated machine."""
+    if global_batch % world_size:
+        raise ValueError(f"global_batch={global_batch} cannot be split evenly over {world_size} ranks")
+    predicted = predict_ddp_step(machine, world_size, widths, global_batch)
+    slowest, lanes = run_ranks(_ddp_parts, world_size, tuple(widths), global_batch, repetitions,
+                               timeout=timeout)[0]
+    step, forward_backward, update, all_reduce = slowest
+    comparison = Comparison(chapter, "one DDP step", step, predicted.step_time, parts=_parts_timeline(lanes))
+    simulated = predicted.timeline
+    compute = simulated.busy_time("compute") / len(simulated.lanes)
+    talk = simulated.busy_time("comm") / len(simulated.lanes)
+    comparison.details = [f"measured alone (slowest rank): forward+backward {forward_backward * 1e3:.3g} ms, "
+                          f"update {update * 1e3:.3g} ms, gradient all-reduce {all_reduce * 1e3:.3g} ms",
+                          f"predicted per rank: forward+backward {compute * 1e3:.3g} ms, all-reduce "
+                          f"{talk * 1e3:.3g} ms overlapping it, no update"]
+    return comparison
+
+
+# -- epochs of data parallel through one rank and through a ring (chapter 03) -------------------------
+
+def predict_python_all_reduce(machine, nbytes: float, ranks: int, algorithm: str,
+                              which_ring: str = "") -> float:
+    """Seconds of one all-reduce of ``nbytes`` on ``ranks`` processes of the calibrated ``machine``:
+    written in Python from send/recv (``python_all_reduce_time``: the point-to-point link, Python's
+    per-message cost, the stretch when the ranks outnumber the cores), except a ring that is gloo's own
+    ``dist.all_reduce`` (``which_ring`` says "torch's"), which runs in C++ on the collective link,
+    its latency stretched as much more than at calibration as the ranks outnumber the cores."""
+    if ranks <= 1:
+        return 0.0
+    calibration = machine.calibration
+    if algorithm == "ring" and which_ring.startswith("torch's"):
+        stretch = compute_slowdown(calibration, ranks) / compute_slowdown(calibration, calibration.world_size)
+        return stretch * predict_all_reduce(machine, nbytes, ranks)
+    return python_all_reduce_time(calibration, nbytes, ranks, algorithm)
+
+
+def compare_epochs(chapter: str, what: str, runs: dict) -> Comparison:
+    """Several measured runs against their predictions, summed: ``runs`` maps a label (any tuple or
+    string) to (measured seconds, predicted seconds). Outside the band, each run's pair is listed."""
+    measured = sum(m for m, _ in runs.values())
+    predicted = sum(p for _, p in runs.values())
+    comparison = Comparison(chapter, what, measured, predicted)
+    comparison.details = [f"{label}: measured {m * 1e3:.3g} ms, predicted {p * 1e3:.3g} ms "
+                          f"(ratio {m / p:.2f})" for label, (m, p) in runs.items()]
+    return comparison

@@ -1,0 +1,212 @@
+"""The student's own machine as a cluster the simulator knows: the model of what ``calibrate()`` measured.
+
+Measuring lives in ``course_lib.dist.calibration``; this module is plain Python (no torch) and holds
+what the measurements mean:
+
+- ``Calibration``: the measured numbers. gloo's all-reduce link (latency and bandwidth fitted on
+  gloo's own collective, timed as every measuring cell times it), gloo's point-to-point link as a
+  Python ``dist.send``/``dist.recv`` sees it (its latency apart from the collective's), the cost of
+  one Python-level message issued back to back (``message_overhead``), and one process's matmul
+  FLOP/s alone and while ``world_size`` processes multiply at once (how many cores the ranks share).
+- ``compute_slowdown``: how much slower each rank computes when ``ranks`` processes run at once: the
+  measured factor at the calibrated rank count, ``ranks / cores`` beyond it (cores measured, not
+  assumed).
+- ``laptop_preset(calibration, ranks)``: the calibrated machine as a ``HardwarePreset`` for ``ranks``
+  processes, the laptop preset the simulator runs predictions on.
+- ``fit_cores`` and ``fit_message_overhead``: the two model parts read off recorded timelines (one
+  lane per process, compute or comm spans), which is how ``calibrate()`` computes them and how the
+  unit tests hold them without a clock.
+- ``lane_breakdown`` and ``prediction_line``: the one line every predict-then-measure cell prints, and
+  the per-lane split (compute, waiting, transfer) of a recorded timeline it shows when the ratio falls
+  outside ``WITHIN``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from ..network.links import Link
+from ..timeline import Timeline
+from .hardware import HardwarePreset
+
+__all__ = ["Calibration", "WITHIN", "breakdown_lines", "compute_slowdown", "fit_cores", "fit_error",
+           "fit_link", "fit_message_overhead", "lane_breakdown", "laptop_preset", "prediction_line",
+           "python_all_reduce_time", "python_message_time", "within"]
+
+# A prediction is right when measured / predicted lands in this range (issue 39, DESIGN.md: "within 1.5x").
+WITHIN = (0.67, 1.5)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What ``course_lib.dist.calibrate()`` measured on this machine, as plain numbers."""
+
+    world_size: int               # ranks that ran at once while measuring
+    flops_alone: float            # one process's float32 matmul FLOP/s with the machine otherwise idle
+    flops_together: float         # one process's FLOP/s while world_size processes multiply at once
+    collective: Link              # gloo's all-reduce, fitted on gloo's own collective (segmented ring)
+    point_to_point: Link          # a Python dist.send/recv: its latency holds one message's overhead
+    message_overhead: float       # seconds one Python-level isend/irecv costs, issued back to back
+    segments_in_flight: int = 1   # gloo keeps 2 in flight when the ranks really run at once
+    memory_bytes: float = 8e9     # the machine's memory
+    cpu_share: float = 1.0        # smallest share of the wall clock a rank spent on a CPU, all spinning
+    notes: dict = field(default_factory=dict, compare=False)   # the raw figures, for the source line
+
+    @property
+    def cores(self) -> float:
+        """Cores the ranks effectively share: world_size x (FLOP/s together / FLOP/s alone), at most
+        world_size (2 ranks on 2 free cores: about 2; 4 ranks on 2 cores: about 2; less under load)."""
+        return min(float(self.world_size), self.world_size * self.flops_together / self.flops_alone)
+
+
+def compute_slowdown(calibration: Calibration, ranks: int) -> float:
+    """How many times longer a block of compute takes on each of ``ranks`` processes running at once
+    than on one process alone: the measured factor at the calibrated rank count, ``ranks / cores``
+    for more ranks than that, 1 for one rank."""
+    if ranks <= 1:
+        return 1.0
+    if ranks == calibration.world_size:
+        return max(1.0, calibration.flops_alone / calibration.flops_together)
+    return max(1.0, ranks / calibration.cores)
+
+
+def laptop_preset(calibration: Calibration, ranks: int | None = None) -> HardwarePreset:
+    """The calibrated machine as a simulator preset for ``ranks`` processes (the calibrated count
+    unless given): each rank's FLOP/s slowed by ``compute_slowdown``, the links gloo's collective link
+    (inside the machine and between its "nodes" alike)."""
+    ranks = calibration.world_size if ranks is None else int(ranks)
+    slowdown = compute_slowdown(calibration, ranks)
+    link, p2p = calibration.collective, calibration.point_to_point
+    source = (f"measured with {calibration.world_size} gloo ranks: all-reduce alpha={link.latency:.3g} s, "
+              f"{link.bandwidth / 1e9:.3g} GB/s ({calibration.segments_in_flight} segment(s) in flight); "
+              f"Python send/recv alpha={p2p.latency:.3g} s, {p2p.bandwidth / 1e9:.3g} GB/s, "
+              f"{calibration.message_overhead * 1e6:.3g} us per message; matmul "
+              f"{calibration.flops_alone / 1e9:.3g} GFLOP/s alone, {calibration.cores:.2g} cores shared, "
+              f"so {slowdown:.2f}x slower on each of {ranks} ranks")
+    if calibration.notes.get("extra"):
+        source += "; " + calibration.notes["extra"]
+    return HardwarePreset(name=f"this machine ({ranks} gloo ranks)", flops=calibration.flops_alone / slowdown,
+                          memory_bytes=calibration.memory_bytes / max(1, ranks), intra_node=link,
+                          inter_node=link, source=source, segments_in_flight=calibration.segments_in_flight,
+                          calibration=calibration)
+
+
+def python_message_time(calibration: Calibration, nbytes: float) -> float:
+    """Seconds one Python-level ``dist.send`` of ``nbytes`` takes to arrive (point-to-point link)."""
+    return calibration.point_to_point.transfer_time(nbytes)
+
+
+def python_all_reduce_time(calibration: Calibration, nbytes: float, ranks: int,
+                           algorithm: str = "ring") -> float:
+    """Seconds of an all-reduce written in Python from blocking ``dist.send``/``dist.recv`` (chapters
+    02 and 03) on ``ranks`` processes of this machine.
+
+    ``ring``: 2(N-1) steps, each waiting for a message of nbytes/N from the left neighbour: every step
+    pays the point-to-point latency. ``parameter_server``: rank 0 receives N-1 full messages and sends
+    N-1 back; the senders all send at once, so after the first message of each phase has paid its
+    latency the others are already there and cost rank 0 one Python-level message each (the
+    per-message cost) plus their bytes. When the ranks outnumber the cores, a message's latency is
+    stretched like compute (its receiver waits for a core, ``compute_slowdown``).
+    """
+    n = int(ranks)
+    if n <= 1:
+        return 0.0
+    link, stretch = calibration.point_to_point, compute_slowdown(calibration, n)
+    if algorithm == "ring":
+        return 2 * (n - 1) * (link.latency * stretch + nbytes / n / link.bandwidth)
+    if algorithm == "parameter_server":
+        queued = (n - 2) * calibration.message_overhead
+        return 2 * (link.latency * stretch + queued + (n - 1) * nbytes / link.bandwidth)
+    raise ValueError(f"algorithm must be 'ring' or 'parameter_server', got {algorithm!r}")
+
+
+# -- fitting the model's parts from recorded timelines ---------------------------------------------
+
+def _durations(timeline: Timeline, kind: str, lane: int | None = None) -> list[float]:
+    return [e.end - e.start for e in timeline.events(lane) if e.kind == kind]
+
+
+def fit_cores(alone: Timeline, together: Timeline) -> float:
+    """Cores the ranks share, from the same compute block timed on one process (``alone``, one lane)
+    and on every lane of ``together`` at once: lanes x median alone / median of the slowest lane's
+    medians, at most the number of lanes."""
+    lanes = len(together.lanes)
+    one = statistics.median(_durations(alone, "compute"))
+    slowest = max(statistics.median(_durations(together, "compute", lane)) for lane in range(lanes))
+    return min(float(lanes), lanes * one / slowest)
+
+
+def fit_message_overhead(timeline: Timeline) -> float:
+    """Seconds per Python-level message: each ``comm`` span is a block of messages issued back to back
+    (its ``meta["messages"]`` says how many), so the median of span / messages over the spans."""
+    per_message = [(e.end - e.start) / (e.meta or {}).get("messages", 1)
+                   for e in timeline.events() if e.kind == "comm"]
+    if not per_message:
+        raise ValueError("fit_message_overhead needs comm spans (blocks of messages) on the timeline")
+    return statistics.median(per_message)
+
+
+def fit_error(sizes, seconds, model, link: Link) -> float:
+    """Sum of squared log(measured / predicted) over the sizes: 0 for a perfect fit."""
+    return sum(math.log(t / model(link, n)) ** 2 for n, t in zip(sizes, seconds, strict=True))
+
+
+def fit_link(sizes, seconds, model) -> Link:
+    """The Link(latency, bandwidth) whose ``model(link, nbytes)`` comes closest to the measured
+    ``seconds`` in ratio (least squares of log(measured / predicted)), so that the quantity fitted
+    re-measured comes out near 1 at every size: a search over log-spaced latencies and bandwidths,
+    refined three times around the best."""
+    sizes, seconds = list(sizes), list(seconds)
+    if len(sizes) != len(seconds) or len(sizes) < 2:
+        raise ValueError("fit_link needs two or more (size, seconds) pairs of equal length")
+
+    def error(log_a, log_b):
+        return fit_error(sizes, seconds, model, Link(latency=math.exp(log_a), bandwidth=math.exp(log_b)))
+
+    centre_a, centre_b = math.log(min(seconds) / 4), math.log(max(sizes) / max(seconds))
+    width = math.log(1e3)
+    for _ in range(4):
+        grid = [(centre_a + width * (i / 10 - 1), centre_b + width * (j / 10 - 1))
+                for i in range(21) for j in range(21)]
+        centre_a, centre_b = min(grid, key=lambda p: error(*p))
+        width /= 8
+    return Link(latency=math.exp(centre_a), bandwidth=math.exp(centre_b))
+
+
+# -- what a predict-then-measure cell prints ---------------------------------------------------------
+
+def within(ratio: float, bounds: tuple[float, float] = WITHIN) -> bool:
+    return bounds[0] <= ratio <= bounds[1]
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds to three significant figures, never in exponent notation."""
+    ms = seconds * 1e3
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
+def prediction_line(chapter: str, what: str, measured: float, predicted: float) -> str:
+    """``prediction <chapter> <what>: measured <x> ms, predicted <y> ms, ratio <r>`` (seconds in)."""
+    return (f"prediction {chapter} {what}: measured {_ms(measured)} ms, "
+            f"predicted {_ms(predicted)} ms, ratio {measured / predicted:.2f}")
+
+
+def lane_breakdown(timeline: Timeline) -> list[dict]:
+    """Per lane of a recorded timeline, seconds of compute, of transfer (comm spans) and of waiting
+    (idle spans and every gap up to the makespan), which add up to the makespan."""
+    makespan = timeline.makespan
+    rows = []
+    for index, name in enumerate(timeline.lane_names):
+        compute = sum(_durations(timeline, "compute", index))
+        transfer = sum(_durations(timeline, "comm", index))
+        rows.append({"lane": name, "compute": compute, "transfer": transfer,
+                     "waiting": max(0.0, makespan - compute - transfer)})
+    return rows
+
+
+def breakdown_lines(timeline: Timeline) -> list[str]:
+    """``lane_breakdown`` as one line per lane, in milliseconds."""
+    return [f"  {row['lane']}: compute {row['compute'] * 1e3:.3g} ms, waiting {row['waiting'] * 1e3:.3g} ms, "
+            f"transfer {row['transfer'] * 1e3:.3g} ms" for row in lane_breakdown(timeline)]

@@ -1,0 +1,136 @@
+"""The laptop as a simulated cluster: its model's parts held on recorded timelines, not on the clock."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from course_lib.sim import Link, Timeline, collective_time, make_cluster
+from course_lib.sim.cluster.laptop import (
+    Calibration,
+    compute_slowdown,
+    fit_cores,
+    fit_link,
+    fit_message_overhead,
+    lane_breakdown,
+    laptop_preset,
+    prediction_line,
+    python_all_reduce_time,
+    python_message_time,
+    within,
+)
+
+BLOCK_FLOPS = 2e8
+
+
+def recorded(lanes: list[list[float]], kind: str = "compute", meta=None) -> Timeline:
+    """Durations as a recorded timeline: one lane per process, spans back to back."""
+    timeline = Timeline([f"process {i}" for i in range(len(lanes))])
+    for lane, durations in enumerate(lanes):
+        clock = 0.0
+        for seconds in durations:
+            timeline.add(lane, clock, clock + seconds, kind, "block", meta)
+            clock += seconds
+    return timeline
+
+
+def calibration(world_size=2, flops_alone=1e11, cores=2.0, overhead=5e-5) -> Calibration:
+    return Calibration(world_size=world_size, flops_alone=flops_alone,
+                       flops_together=flops_alone * min(cores, world_size) / world_size,
+                       collective=Link(4e-5, 1.5e9), point_to_point=Link(6e-5, 2.5e9),
+                       message_overhead=overhead, segments_in_flight=2, memory_bytes=16e9)
+
+
+def test_cores_are_read_off_the_same_block_alone_and_on_concurrent_processes():
+    alone = recorded([[2e-3, 2.1e-3, 1.9e-3]])
+    # 4 processes on 2 cores: each block takes twice as long
+    assert fit_cores(alone, recorded([[4e-3] * 3] * 4)) == pytest.approx(2.0)
+    # 2 processes on 2 free cores: as fast as alone; never more cores than processes
+    assert fit_cores(alone, recorded([[2e-3] * 3, [1.9e-3] * 3])) == pytest.approx(2.0)
+    # the slowest lane counts: one process that got less of a core
+    assert fit_cores(alone, recorded([[2e-3] * 3, [4e-3] * 3])) == pytest.approx(1.0)
+
+
+def test_compute_is_slowed_when_ranks_outnumber_the_measured_cores():
+    cal = calibration(world_size=2, cores=2.0)
+    assert compute_slowdown(cal, 1) == 1.0 and compute_slowdown(cal, 2) == pytest.approx(1.0)
+    assert compute_slowdown(cal, 4) == pytest.approx(2.0) and compute_slowdown(cal, 3) == pytest.approx(1.5)
+    # under load the calibration saw fewer cores: the slowdown measured there is the one used
+    loaded = calibration(world_size=2, cores=1.25)
+    assert compute_slowdown(loaded, 2) == pytest.approx(1.6)
+    assert compute_slowdown(loaded, 4) == pytest.approx(3.2)
+
+
+def test_the_laptop_preset_predicts_the_recorded_block_on_four_processes():
+    cal = calibration(world_size=2, cores=2.0)
+    # what 4 processes on 2 cores record: each block twice its time alone
+    alone_seconds = BLOCK_FLOPS / cal.flops_alone
+    together = recorded([[2 * alone_seconds] * 5] * 4)
+    preset = laptop_preset(cal, ranks=4)
+    assert BLOCK_FLOPS / preset.flops == pytest.approx(together.lanes[0][0].seconds)
+    assert preset.calibration is cal and "4 gloo ranks" in preset.name
+    assert preset.intra_node == cal.collective and preset.segments_in_flight == 2
+    assert laptop_preset(cal).flops == pytest.approx(cal.flops_alone)   # 2 ranks on 2 cores
+    assert make_cluster(1, 4, preset=preset) is not None
+
+
+def test_the_per_message_cost_is_read_off_blocks_of_messages():
+    blocks = recorded([[32 * 5e-5, 32 * 6e-5, 32 * 5e-5]], kind="comm", meta={"messages": 32})
+    assert fit_message_overhead(blocks) == pytest.approx(5e-5)
+    with pytest.raises(ValueError, match="comm spans"):
+        fit_message_overhead(recorded([[1e-3]]))
+
+
+def test_a_python_message_pays_the_point_to_point_link_not_the_collectives():
+    cal = calibration()
+    assert python_message_time(cal, 0) == pytest.approx(6e-5)
+    assert python_message_time(cal, 2.5e6) == pytest.approx(6e-5 + 1e-3)
+    assert cal.point_to_point.latency != cal.collective.latency
+
+
+def test_fit_link_recovers_a_segmented_ring_exactly():
+    truth = Link(latency=7e-5, bandwidth=1.3e9)
+
+    def model(link, n):
+        return collective_time("all_reduce", n, 2, link, segment_bytes=1 << 20, in_flight=2)
+
+    sizes = [1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22, 1 << 24]
+    fitted = fit_link(sizes, [model(truth, n) for n in sizes], model)
+    assert fitted.latency == pytest.approx(truth.latency, rel=0.02)
+    assert fitted.bandwidth == pytest.approx(truth.bandwidth, rel=0.02)
+    for n in sizes:   # the fitted quantity, re-predicted, comes out at 1
+        assert model(fitted, n) / model(truth, n) == pytest.approx(1, abs=0.02)
+
+
+def test_the_prediction_line_and_the_lane_breakdown():
+    assert prediction_line("00", "one DDP step", 0.03, 0.025) == (
+        "prediction 00 one DDP step: measured 30 ms, predicted 25 ms, ratio 1.20")
+    assert within(1.2) and within(0.67) and not within(1.51) and not within(0.5)
+    timeline = Timeline(["rank 0", "rank 1"])
+    timeline.add(0, 0.0, 2.0, "compute", "forward")
+    timeline.add(0, 2.0, 3.0, "comm", "all-reduce")
+    timeline.add(1, 0.0, 1.0, "compute", "forward")
+    timeline.add(1, 1.0, 2.0, "idle", "wait")
+    timeline.add(1, 2.0, 3.0, "comm", "all-reduce")
+    rows = lane_breakdown(timeline)
+    assert rows[0] == {"lane": "rank 0", "compute": 2.0, "transfer": 1.0, "waiting": 0.0}
+    assert rows[1] == {"lane": "rank 1", "compute": 1.0, "transfer": 1.0, "waiting": 1.0}
+
+
+def test_cores_never_exceed_the_ranks_measured():
+    cal = dataclasses.replace(calibration(), flops_together=2e11)   # faster together: noise, not cores
+    assert cal.cores == 2.0
+
+
+def test_a_python_all_reduce_pays_latency_per_ring_step_and_the_message_cost_where_messages_queue():
+    cal = calibration(world_size=2, cores=2.0, overhead=5e-5)     # point to point: 60 us, 2.5 GB/s
+    # 2 ranks on 2 cores: the ring's 2 steps each pay the latency and half the bytes
+    assert python_all_reduce_time(cal, 2.5e6, 2) == pytest.approx(2 * (6e-5 + 0.5e-3))
+    # 4 ranks on 2 cores: each latency waits for a core too (stretched 2x)
+    assert python_all_reduce_time(cal, 0, 4) == pytest.approx(6 * 2 * 6e-5)
+    # through rank 0: one latency per phase, the other 2 messages already queued cost 50 us each
+    assert python_all_reduce_time(cal, 0, 4, "parameter_server") == pytest.approx(2 * (2 * 6e-5 + 2 * 5e-5))
+    assert python_all_reduce_time(cal, 1e9, 1) == 0.0
+    with pytest.raises(ValueError, match="ring"):
+        python_all_reduce_time(cal, 1, 2, "tree")
