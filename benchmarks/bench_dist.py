@@ -19,7 +19,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from course_lib.dist import calibrate, predict_all_reduce, run_ranks
-from course_lib.dist.calibration import LINK_SIZES, _all_reduce_block, _measure, per_call_medians
+from course_lib.dist.calibration import LINK_SIZES, _measure
+from course_lib.dist.timing_harness import _all_reduce_block, per_call_medians
 
 RANKS = 4
 ALL_REDUCE_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20)

@@ -17,7 +17,7 @@ _EXPORTS = {
     "AttentionRun": "sequence_split", "attention_on_ranks": "sequence_split",
     "layout_positions": "sequence_split", "shard_sequence": "sequence_split",
     "public_context_parallel": "torch_context_parallel", "torch_ring_attention": "torch_context_parallel",
-    "GLOO_SEGMENT_BYTES": "calibration", "calibrate": "calibration", "measure_all_reduce": "calibration",
+    "GLOO_SEGMENT_BYTES": "calibration", "calibrate": "calibration", "measure_all_reduce": "timing_harness",
     "predict_all_reduce": "calibration",
     "Comparison": "predictions", "compare_all_reduce": "predictions", "compare_ddp_step": "predictions",
     "predict_ddp_step": "predictions", "compare_epochs": "predictions",

@@ -14,9 +14,9 @@ import time
 import torch
 from torch import nn
 
-from .calibration import interleaved_times
 from .ddp_step import make_wide_mlp
 from .runner import run_ranks
+from .timing_harness import interleaved_times
 from .traffic_log import record_traffic
 
 

@@ -29,9 +29,10 @@ from course_lib.sim.cluster.laptop import (
     within,
 )
 
-from .calibration import interleaved_lanes, measure_all_reduce, predict_all_reduce
+from .calibration import predict_all_reduce
 from .ddp_step import make_wide_mlp
 from .runner import run_ranks
+from .timing_harness import interleaved_lanes, measure_all_reduce
 
 __all__ = ["Comparison", "compare_all_reduce", "compare_ddp_step", "compare_epochs",
            "predict_python_all_reduce"]

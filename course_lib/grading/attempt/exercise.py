@@ -1,7 +1,8 @@
 """The graded exercise as one record: its name, chapter, answer names, refusal and points per part.
 
-Each hidden-check module (instructor/checks/chNN_<exercise>.py) fills one; its registry rows, its fixture
-folder and its folder of checks in course_lib (grading/checks/chNN_<exercise>/) are all found from it.
+Each exercise's hidden-check module (found through the course's grading settings) fills one; its registry
+rows, its fixture folder and its folder of checks in course_lib (grading/checks/chNN_<exercise>/) are all
+found from it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class Exercise:
     chapter: str                    # "02_collectives": the solutions/ folder and nbgrader assignment
     answers: tuple[str, ...]        # the names the student's answer cells define
     points: Mapping[str, int]       # grade_id -> points, each part graded on its own (written only here)
-    fixtures: str                   # its folder under autograde_tests/fixtures/ (expected_scores.json)
+    fixtures: str                   # its folder of wrong submissions, with their expected_scores.json
     refusals: tuple[Refusal, ...]   # what the answer may not run beyond all of course_lib (one per part
                                     # that has its own)
     on_ranks: bool = True           # whether its checks run the answer on real ranks (then it has ranks.py)
