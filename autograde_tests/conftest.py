@@ -34,6 +34,7 @@ class GradedClass:
     students: dict[str, list[str]]       # assignment -> students submitted
     results: dict[tuple[str, str], object]
     log: str
+    sandbox_uids: range = range(0)       # the uids the run's student code ran under (as root)
 
 
 GRADING_RUN_TIMEOUT_S = 3600  # one run grades every chapter's class: far past pytest's 600 s default
@@ -59,7 +60,8 @@ def _grade(root: Path, students: dict, jobs: int, cell_timeout: int, judge_timeo
                                **probe_course.PROBE_SETTINGS, policy=SandboxPolicy(memory_bytes=3 * GiB),
                                check_reference=False)  # each chapter's solution is a student of the class
     results = {(r.assignment, r.student): r for r in class_run.grade(run, sorted(students))}
-    return GradedClass(root, students, results, log.getvalue())
+    uids = range(run.policy.uid, run.policy.uid + len(results) + 2 * len(students))  # the preflight's too
+    return GradedClass(root, students, results, log.getvalue(), uids)
 
 
 def _chapter_run(tmp_path_factory, run: str, jobs: int, cell_timeout: int, judge_timeout: int,
