@@ -115,9 +115,17 @@ def test_kill_processes_of_uid_ends_what_runs_as_that_uid_and_spares_our_own():
 
 
 def test_a_session_keeps_only_the_tail_of_a_flood(tmp_path):
+    import tracemalloc
+
     flood = "import sys; [sys.stdout.write('x' * 1_000_000) for _ in range(50)]; print('END')"
-    ok, output = Sessions().run([sys.executable, "-c", flood], tmp_path, None, 60, keep_bytes=4096)
+    tracemalloc.start()
+    try:
+        ok, output = Sessions().run([sys.executable, "-c", flood], tmp_path, None, 60, keep_bytes=4096)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     assert ok and len(output) <= 4096 and output.endswith("END\n")
+    assert peak < 4 * 2**20, f"50 MB of output held {peak / 2**20:.0f} MiB in the grading parent"
 
 
 def test_a_descendant_holding_the_pipe_does_not_stretch_the_limit(tmp_path):
