@@ -10,6 +10,7 @@ through nbgrader directly against the hidden checks.
 from __future__ import annotations
 
 import io
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from autograde_tests.support.chapter_classes import (
     chapters_of,
     write_chapter_class,
 )
+from conftest import skip_or_fail
 from course_lib.grading.autograder import class_run
-from course_lib.grading.sandbox.policy import GiB, SandboxPolicy
+from course_lib.grading.sandbox.policy import GiB, SandboxPolicy, running_as_root
 
 __all__ = ["GRADING_RUN_TIMEOUT_S", "REPO", "GradedClass"]
 
@@ -54,6 +56,8 @@ def pytest_collection_modifyitems(items):
 
 def _grade(root: Path, students: dict, jobs: int, cell_timeout: int, judge_timeout: int,
            cell_timeouts: dict[str, int]) -> GradedClass:
+    if running_as_root() and not shutil.which("bwrap"):
+        skip_or_fail("grading as root puts each student in namespaces of its own: apt-get install bubblewrap")
     log = io.StringIO()
     run = class_run.GradingRun(course_root=root, jobs=jobs, cell_timeout=cell_timeout,
                                cell_timeouts=cell_timeouts, judge_timeout=judge_timeout, stream=log,
