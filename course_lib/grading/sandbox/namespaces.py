@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from course_lib.grading.sandbox.policy import MiB, running_as_root
@@ -106,16 +107,22 @@ def isolated(command: list[str], keep=()) -> list[str]:
     return bwrap_arguments(keep) + list(command)
 
 
+ISOLATION_PROBE = """test $$ -lt 10 || { echo "no PID namespace of its own" >&2; exit 1; }
+test "$(tail -n +3 /proc/net/dev | wc -l)" -eq 1 || { echo "not a network of its own" >&2; exit 1; }
+test ! -e "$1" || { echo "/tmp is not private" >&2; exit 1; }"""
+
+
 def check_isolation() -> None:
     """As root: bubblewrap is there and can make the namespaces here (a container may forbid them), or
     IsolationUnavailable saying why."""
     if not running_as_root():
         return
-    command = isolated(["/bin/sh", "-c", "test -z \"$(ls /tmp)\" && test $$ -lt 10"])
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        done = subprocess.CompletedProcess(command, 1, "", str(error))
+    with tempfile.NamedTemporaryFile(prefix="grading-isolation-probe-", dir="/tmp") as marker:
+        command = isolated(["/bin/sh", "-c", ISOLATION_PROBE, "probe", marker.name])
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            done = subprocess.CompletedProcess(command, 1, "", str(error))
     if done.returncode != 0:
         why = done.stderr.strip()[-600:] or f"it exited with {done.returncode}"
         raise IsolationUnavailable(
