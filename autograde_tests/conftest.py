@@ -10,6 +10,7 @@ through nbgrader directly against the hidden checks.
 from __future__ import annotations
 
 import io
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from autograde_tests.support.chapter_classes import (
     chapters_of,
     write_chapter_class,
 )
+from conftest import skip_or_fail
 from course_lib.grading.autograder import class_run
-from course_lib.grading.sandbox.policy import GiB, SandboxPolicy
+from course_lib.grading.sandbox.policy import GiB, SandboxPolicy, running_as_root
 
 __all__ = ["GRADING_RUN_TIMEOUT_S", "REPO", "GradedClass"]
 
@@ -34,6 +36,7 @@ class GradedClass:
     students: dict[str, list[str]]       # assignment -> students submitted
     results: dict[tuple[str, str], object]
     log: str
+    sandbox_uids: range = range(0)       # the uids the run's student code ran under (as root)
 
 
 GRADING_RUN_TIMEOUT_S = 3600  # one run grades every chapter's class: far past pytest's 600 s default
@@ -53,13 +56,16 @@ def pytest_collection_modifyitems(items):
 
 def _grade(root: Path, students: dict, jobs: int, cell_timeout: int, judge_timeout: int,
            cell_timeouts: dict[str, int]) -> GradedClass:
+    if running_as_root() and not shutil.which("bwrap"):
+        skip_or_fail("grading as root puts each student in namespaces of its own: apt-get install bubblewrap")
     log = io.StringIO()
     run = class_run.GradingRun(course_root=root, jobs=jobs, cell_timeout=cell_timeout,
                                cell_timeouts=cell_timeouts, judge_timeout=judge_timeout, stream=log,
                                **probe_course.PROBE_SETTINGS, policy=SandboxPolicy(memory_bytes=3 * GiB),
                                check_reference=False)  # each chapter's solution is a student of the class
     results = {(r.assignment, r.student): r for r in class_run.grade(run, sorted(students))}
-    return GradedClass(root, students, results, log.getvalue())
+    uids = range(run.policy.uid, run.policy.uid + len(results) + 2 * len(students))  # the preflight's too
+    return GradedClass(root, students, results, log.getvalue(), uids)
 
 
 def _chapter_run(tmp_path_factory, run: str, jobs: int, cell_timeout: int, judge_timeout: int,

@@ -6,6 +6,8 @@ the class was graded in the same run.
 
 from __future__ import annotations
 
+import glob
+import os
 import sqlite3
 
 import nbformat
@@ -16,7 +18,7 @@ from conftest import skip_or_fail
 from course_lib.grading.sandbox.policy import running_as_root
 
 pytestmark = pytest.mark.slow
-NEEDS_ROOT = {"snoop", "vandal"}
+NEEDS_ROOT = {"snoop", "vandal", "neighbour"}
 ROOT_ONLY = ("the sandbox only drops privileges and hides paths when grading runs as root: run the tests "
              "as root (in a container or VM) to check it")
 
@@ -110,3 +112,55 @@ def test_every_point_the_probe_class_loses_has_its_reason(graded_class):
         below = {cell for cell, points in result.cells.items() if points < maximum[cell]}
         assert set(result.lost) == below, (student, result.lost)
         assert all(why.split(": ", 1)[1].strip() for why in result.lost.values()), (student, result.lost)
+
+
+def test_a_forger_that_neutralises_the_tests_scores_what_its_answer_deserves(graded_class):
+    # the tests ran as `pass` and a lone surrogate was sent: the notebook is still written, so the
+    # judge re-checks it (a registered cell with no verdict would score 0 anyway)
+    notebook = _autograded(graded_class.root, "forger")
+    assert "IsolatedCheckFailed" in _feedback(graded_class.root, "forger")
+    assert "\ud800" not in _outputs_text(notebook)
+
+
+def test_output_to_the_kernels_own_stdout_and_forged_log_lines_change_nothing(graded_class):
+    # 50 MB to the kernel's original stdout and stderr went to a capped file, not to nbgrader's log (nor
+    # the grading parent's memory); log lines and an error named as the grader's own are the student's
+    notes = " ".join(graded_class.results[("probe", "flood_and_forge")].notes)
+    assert "graded twice" not in notes and "busy" not in notes and "nbgrader could not" not in notes
+    names = {output.get("ename") for cell in _autograded(graded_class.root, "flood_and_forge").cells
+             for output in cell.get("outputs", [])}
+    assert "GradingMachineBusy (raised by the notebook's code)" in names and "GradingMachineBusy" not in names
+
+
+def _processes_left(uids: range) -> list[str]:
+    """Live processes run by one of uids or named as the hostile daemon (zombies wait for their parent)."""
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+            name = open(f"/proc/{pid}/comm").read().strip()
+            owner = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2] not in "ZX" and (owner in uids or name == hostile_class.DAEMON_NAME):
+            left.append(f"{pid} {name} uid {owner}")
+    return left
+
+
+def test_no_process_of_a_sandbox_uid_outlives_the_run(graded_class):
+    if not running_as_root():
+        skip_or_fail(ROOT_ONLY)
+    assert graded_class.sandbox_uids
+    # the daemon re-forked every 50 ms from the kernel and from the ranks, in the notebook and the judge
+    assert _processes_left(graded_class.sandbox_uids) == []
+
+
+def test_the_network_and_tmp_are_the_students_own(graded_class):
+    if not running_as_root():
+        skip_or_fail(ROOT_ONLY)
+    text = _outputs_text(_autograded(graded_class.root, "neighbour"))
+    assert "NEIGHBOUR refused" in text and "reached" not in text
+    assert "NEIGHBOUR left a file in /tmp" in text   # in its own /tmp, which went with it
+    left = [path for folder in ("/tmp", "/var/tmp", "/dev/shm")
+            for path in glob.glob(f"{folder}/{hostile_class.LEFTOVER}-*")]
+    assert left == []

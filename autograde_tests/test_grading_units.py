@@ -15,7 +15,7 @@ from nbgrader.api import Gradebook
 from autograde_tests.support import probe_course
 from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated, solution_sources
 from course_lib.grading.attempt.student_function import StudentFunction
-from course_lib.grading.autograder import fixtures, report, review, submissions
+from course_lib.grading.autograder import class_files, fixtures, report, review, submissions
 from course_lib.grading.autograder.gradebook_merge import merge_student
 from course_lib.grading.sandbox.policy import SandboxPolicy
 
@@ -72,6 +72,18 @@ def test_zip_names_follow_the_documented_pattern(tmp_path):
     assert set(found) == {("ann", "01_mlp_by_hand"), ("bob_smith", "02_collectives")}
     files = submissions.extract_zip(tmp_path / "ann.zip")
     assert set(files) == {"02_collectives.ipynb", "evil.txt"}  # flattened: no path leaves the folder
+
+
+def test_a_timestamp_in_a_zip_is_the_students_and_the_grader_takes_its_own(tmp_path):
+    # a forger dates its late submission before the deadline; the grader keeps when the zip reached it
+    with zipfile.ZipFile(tmp_path / "ann__probe.zip", "w") as bundle:
+        bundle.writestr("probe.ipynb", "{}")
+        bundle.writestr("timestamp.txt", "2000-01-01 00:00:00.000000 UTC")
+    os.utime(tmp_path / "ann__probe.zip", (1_700_000_000, 1_700_000_000))
+    class_files.unpack_zips(tmp_path / "grading", tmp_path, submissions.DEFAULT_ZIP_PATTERN, None)
+    stamp = (tmp_path / "grading" / "submitted" / "ann" / "probe" / "timestamp.txt").read_text()
+    assert stamp == "2023-11-14 22:13:20.000000 UTC"
+    assert "timestamp.txt" not in submissions.extract_zip(tmp_path / "ann__probe.zip")
 
 
 def test_zip_without_an_assignment_is_refused_with_the_fix(tmp_path):

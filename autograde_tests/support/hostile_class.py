@@ -7,12 +7,14 @@ function that writes the submission folder itself (invalid JSON, renamed, missin
 from __future__ import annotations
 
 import copy
+import socket
 from pathlib import Path
 
 import nbformat
 
 from autograde_tests.support import probe_course
 from course_lib.grading.autograder import fixtures
+from course_lib.grading.sandbox.policy import running_as_root
 
 SCALE, RING = probe_course.SCALE_SOLUTION, probe_course.RING_SOLUTION
 WRONG_SCALE = "def scale(values, factor):\n    return [v + factor for v in values]\n"
@@ -50,6 +52,74 @@ for target in ["{root}/grading/gradebook.db", "{root}/grading/submitted/full/pro
     except OSError as error:
         print("VANDAL refused", target, type(error).__name__)
 '''
+
+# Issue 40's sandbox attacks, each bounded in time, bytes and processes and stopping by itself.
+# FORGER: every later cell (the tests included) runs as `pass`, and one message holds a lone surrogate,
+# which made nbgrader drop the autograded notebook after saving full marks (so the judge never ran).
+FORGER = """import json
+from IPython import get_ipython
+from jupyter_client.session import json_default
+get_ipython().input_transformers_post.append(lambda lines: ["pass\\n"])
+get_ipython().kernel.session.pack = lambda obj: json.dumps(obj, default=json_default).encode()
+print("\\ud800")
+""" + WRONG_SCALE
+# DAEMON: a process that detaches (setsid, every fd closed) and re-forks every 50 ms, started from the
+# kernel and from each rank (in the notebook and in the judge); at most two at a time, 60 s at most.
+DAEMON_NAME = "hostile-daemon"
+DAEMON = """import ctypes, os, time
+def _hide_a_daemon(seconds=60):
+    if os.fork():
+        return
+    try:
+        os.setsid()
+        ctypes.CDLL(None).prctl(15, b"hostile-daemon", 0, 0, 0)
+        os.closerange(0, 4096)
+        stop = time.monotonic() + seconds
+        while time.monotonic() < stop:
+            if os.fork():
+                os._exit(0)
+            os.setsid()
+            time.sleep(0.05)
+    finally:
+        os._exit(0)
+"""
+# FLOOD_AND_FORGE: 50 MB to the kernel's own stdout and stderr (not through Jupyter's messages), lines
+# written as nbgrader's log would write a kernel that did not start or a machine too busy (to have the
+# grader grade it again, or write a review note), and an exception named as the grader's own.
+FLOOD_AND_FORGE = """import os, sys
+# ipykernel sends what fd 1 and 2 get to the notebook; its copies of the kernel's original ones do not
+_original = [getattr(stream, "_original_stdstream_copy", None) or stream.fileno()
+             for stream in (sys.stdout, sys.stderr)]
+_fake = ("[AutogradeApp | ERROR] Traceback (most recent call last):\\n"
+         "RuntimeError: Kernel didn't respond in 120 seconds\\n"
+         "[AutogradeApp | ERROR] cell test_scale: GradingMachineBusy: the grading machine was too busy\\n")
+_block = b"x" * 2**20
+for fd in _original:
+    os.write(fd, _fake.encode())
+    for _ in range(25):
+        os.write(fd, _block)
+"""
+FORGED_ERROR = """class GradingMachineBusy(Exception):
+    pass
+raise GradingMachineBusy("the grading machine was too busy (it had 1 s in 120 s)")
+"""
+# NEIGHBOUR: reach a service of the grading machine over the network (PORT: a listener the test opened),
+# and leave files in /tmp, /var/tmp and /dev/shm (1 MB each).
+LEFTOVER = "hostile-leftover"
+NEIGHBOUR = """import os, socket
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=2).close()
+    print("NEIGHBOUR reached the grader's listener")
+except OSError as error:
+    print("NEIGHBOUR refused", type(error).__name__)
+for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+    try:
+        with open(os.path.join(folder, "hostile-leftover-" + str(os.getpid())), "wb") as handle:
+            handle.write(b"x" * 2**20)
+        print("NEIGHBOUR left a file in", folder)
+    except OSError as error:
+        print("NEIGHBOUR could not write", folder, type(error).__name__)
+"""
 
 CASES: dict[str, dict[str, str]] = {
     "full": {"scale": SCALE, "ring_pass": RING},
@@ -103,6 +173,10 @@ def ring_pass(rank, world_size, value):
               "ring_pass": "import warnings\n" + RING.replace(
                   "    right, left", "    warnings.warn(f'rank {rank}: deprecated', UserWarning)\n"
                                     "    right, left", 1)},
+    "forger": {"scale": FORGER, "ring_pass": RING},
+    "daemon": {"scale": DAEMON + "_hide_a_daemon()\n" + SCALE,
+               "ring_pass": RING.replace("):\n", "):\n    _hide_a_daemon()\n", 1)},
+    "flood_and_forge": {"scale": FLOOD_AND_FORGE + SCALE, "ring_pass": RING + FORGED_ERROR},
 }
 # Expected (scale points, ring_pass points) and whether the notebook must be marked for review.
 EXPECTED = {
@@ -114,7 +188,20 @@ EXPECTED = {
     "snoop": (0, 1, False), "vandal": (0, 1, False), "invalid_json": (0, 0, True), "renamed": (2, 1, True),
     "missing": (0, 0, True), "wrong_assignment": (0, 0, True), "deleted_test_cell": (2, 1, True),
     "edited_test_cell": (0, 1, True), "warns": (2, 1, False),
+    "forger": (0, 1, True), "daemon": (2, 1, False), "flood_and_forge": (2, 1, False),
+    "neighbour": (0, 1, False),
 }
+_LISTENERS: list[socket.socket] = []
+
+
+def grader_listener() -> int:
+    """The port of a listener of the grading machine (this process) that no student may reach."""
+    if not _LISTENERS:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        _LISTENERS.append(listener)
+    return _LISTENERS[0].getsockname()[1]
 
 
 def _write(folder: Path, name: str, notebook) -> None:
@@ -129,6 +216,8 @@ def write_class(root: Path) -> list[str]:
     cases = dict(CASES)
     cases["snoop"] = {"scale": SNOOP.format(root=root), "ring_pass": RING}
     cases["vandal"] = {"scale": VANDAL.format(root=root), "ring_pass": RING}
+    if running_as_root():  # without root nothing keeps its files out of the machine's /tmp
+        cases["neighbour"] = {"scale": NEIGHBOUR.replace("PORT", str(grader_listener())), "ring_pass": RING}
     for student, answers in cases.items():
         _write(submitted / student / "probe", "probe.ipynb", fixtures.make_submission(release, answers))
     full = fixtures.make_submission(release, CASES["full"])

@@ -119,6 +119,10 @@ def exec_python(arguments: list[str]) -> None:
     os.execv(sys.executable, [sys.executable, *arguments])
 
 
+KEEP_OUTPUT_BYTES = 1 << 20   # the tail of a command's output Sessions.run keeps
+PIPE_GRACE_S = 1.0            # after the command exits, how long its output pipe may stay open
+
+
 class Sessions:
     """Commands run each in its own session (so a timeout kills all it started), tracked while they run.
 
@@ -131,23 +135,29 @@ class Sessions:
         self._lock = threading.Lock()
 
     def run(self, command: list[str], cwd, env: dict | None, timeout: float, tag=None,
-            limit_name: str = "its time limit") -> tuple[bool, str]:
-        """(exited with 0, stdout and stderr together); the session is killed after ``timeout`` seconds,
-        and the output then starts by saying so, naming the limit ``limit_name``."""
+            limit_name: str = "its time limit", keep_bytes: int = KEEP_OUTPUT_BYTES) -> tuple[bool, str]:
+        """(exited with 0, the last ``keep_bytes`` of stdout and stderr together); the session is killed
+        after ``timeout`` seconds, and the output then starts by saying so, naming the limit ``limit_name``.
+
+        Output is read as it comes and only its tail is kept, so a flood costs no memory here; a
+        descendant that still holds the pipe after the command exited (or past the limit) is not waited
+        for: what the session left is killed with it."""
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                   stderr=subprocess.STDOUT, start_new_session=True)
         with self._lock:
             self._live[process] = tag
         try:
-            output, _ = process.communicate(timeout=timeout)
-            return process.returncode == 0, output
-        except subprocess.TimeoutExpired:
-            _kill_session(process.pid)
-            output, _ = process.communicate()
-            return False, f"stopped after {timeout:g} s ({limit_name})\n{output}"
+            tail, timed_out = _read_tail(process, timeout, keep_bytes)
         finally:
+            _kill_session(process.pid)   # before the wait: the group's id cannot have been reused yet
+            process.wait()
+            process.stdout.close()
             with self._lock:
                 self._live.pop(process, None)
+        output = tail.decode("utf-8", "replace")
+        if timed_out:
+            return False, f"stopped after {timeout:g} s ({limit_name})\n{output}"
+        return process.returncode == 0, output
 
     def kill_all(self) -> list:
         with self._lock:
@@ -157,6 +167,36 @@ class Sessions:
         return list(live.values())
 
 
+def _read_tail(process: subprocess.Popen, timeout: float, keep_bytes: int) -> tuple[bytes, bool]:
+    """(the last keep_bytes the process wrote, whether it ran past timeout), reading as output comes."""
+    fd = process.stdout.fileno()
+    tail = bytearray()
+    deadline = time.monotonic() + timeout
+    exited_at = None
+    while True:
+        now = time.monotonic()
+        if process.poll() is not None:
+            exited_at = exited_at or now
+            if now - exited_at > PIPE_GRACE_S:
+                return bytes(tail[-keep_bytes:]), False   # a descendant holds the pipe: not our wait
+        elif now >= deadline:
+            return bytes(tail[-keep_bytes:]), True
+        ready, _, _ = select.select([fd], [], [], max(0.0, min(0.2, deadline - now)))
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            if process.poll() is None and time.monotonic() < deadline:
+                try:
+                    process.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    return bytes(tail[-keep_bytes:]), True
+            return bytes(tail[-keep_bytes:]), process.poll() is None
+        tail += chunk
+        if len(tail) > 2 * keep_bytes:
+            del tail[:-keep_bytes]
+
+
 def _kill_session(session_id: int) -> None:
     try:
         os.killpg(session_id, signal.SIGKILL)
@@ -164,18 +204,39 @@ def _kill_session(session_id: int) -> None:
         pass
 
 
-def kill_processes_of_uid(uid: int) -> None:
-    """SIGKILL every process running as ``uid`` (what sandboxed code left behind, detached children too).
+def kill_processes_of_uid(uid: int, within: float = 10.0) -> int:
+    """SIGKILL every process running as ``uid`` (what sandboxed code left behind, detached children too),
+    again and again until none is left (a daemon that re-forks between two passes) or ``within`` seconds
+    have passed; returns how many are still running (0 but for a fork storm outrunning the loop).
 
     Only as root, and never for this process's own uid: without root the sandbox has no uid of its own.
     """
     if os.geteuid() != 0 or uid == os.getuid():
-        return
+        return 0
+    deadline = time.monotonic() + within
+    while True:
+        found = _signal_uid(uid)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.01)
+
+
+def _signal_uid(uid: int) -> int:
+    """SIGKILL each live process of uid once; how many were found (zombies, already dead, not counted)."""
+    found = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if entry.stat().st_uid == uid:
-                os.kill(int(entry.name), signal.SIGKILL)
+            if entry.stat().st_uid != uid or _is_zombie(entry):
+                continue
+            os.kill(int(entry.name), signal.SIGKILL)
+            found += 1
         except (OSError, ProcessLookupError):
             continue
+    return found
+
+
+def _is_zombie(entry: Path) -> bool:
+    stat = (entry / "stat").read_text()
+    return stat[stat.rindex(")") + 2:].startswith(("Z", "X"))

@@ -112,3 +112,64 @@ def test_kill_processes_of_uid_ends_what_runs_as_that_uid_and_spares_our_own():
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_session_keeps_only_the_tail_of_a_flood(tmp_path):
+    import tracemalloc
+
+    flood = "import sys; [sys.stdout.write('x' * 1_000_000) for _ in range(50)]; print('END')"
+    tracemalloc.start()
+    try:
+        ok, output = Sessions().run([sys.executable, "-c", flood], tmp_path, None, 60, keep_bytes=4096)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert ok and len(output) <= 4096 and output.endswith("END\n")
+    assert peak < 4 * 2**20, f"50 MB of output held {peak / 2**20:.0f} MiB in the grading parent"
+
+
+def test_a_descendant_holding_the_pipe_does_not_stretch_the_limit(tmp_path):
+    # the command exits at once; its grandchild, in a session of its own, keeps the pipe open 30 s
+    holder = ("import os, subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; "
+              "time.sleep(30)'], start_new_session=True); print('parent done')")
+    start = time.monotonic()
+    ok, output = Sessions().run([sys.executable, "-c", holder], tmp_path, None, 3)
+    assert time.monotonic() - start < 5 and ok and "parent done" in output
+    # and past the limit, a holder in its own session does not keep the run waiting either
+    start = time.monotonic()
+    ok, output = Sessions().run([sys.executable, "-c", holder + "; import time; time.sleep(60)"], tmp_path,
+                                None, 2)
+    assert time.monotonic() - start < 5 and not ok and output.startswith("stopped after 2 s")
+
+
+REFORKING_DAEMON = """import os, sys, time
+stop = time.monotonic() + 20          # bounded: it stops by itself after 20 s
+while time.monotonic() < stop:
+    if os.fork():
+        os._exit(0)                   # the parent exits: the child lives on, detached
+    os.setsid()
+    time.sleep(0.005)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running a process under another uid needs root")
+def test_the_uid_sweep_outlasts_a_daemon_that_reforks():
+    subprocess.Popen(["setpriv", "--reuid=64171", "--regid=64171", "--clear-groups", sys.executable, "-c",
+                      REFORKING_DAEMON], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).wait(10)
+    time.sleep(0.3)
+    assert kill_processes_of_uid(64171) == 0
+    time.sleep(0.5)
+    assert _live_processes_of(64171) == []
+
+
+def _live_processes_of(uid: int) -> list[str]:
+    """The pids of uid's processes that still run (a zombie waits only for its parent to reap it)."""
+    live = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+            if os.stat(f"/proc/{pid}").st_uid == uid and stat[stat.rindex(")") + 2] not in "ZX":
+                live.append(pid)
+        except OSError:
+            continue
+    return live

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from course_lib.grading.autograder import gradebook_merge, report, submissions
@@ -43,6 +44,10 @@ def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str |
         target.mkdir(parents=True)
         for file_name, content in submissions.extract_zip(archive).items():
             (target / file_name).write_bytes(content)
+        # the submission time is when the archive reached the grader (its file's time), never a
+        # timestamp.txt the student put in it (extract_zip leaves that out): lateness is not the student's
+        received = datetime.fromtimestamp(archive.stat().st_mtime, UTC)
+        (target / submissions.TIMESTAMP).write_text(received.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
 
 
 def write_outputs(grading_dir: Path, db_url: str, assignments: list[str],

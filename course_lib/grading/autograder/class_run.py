@@ -146,7 +146,8 @@ def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, s
     policy = student_policy(setup, uid, result.course_dir)
     for name, release in shape.release_notebooks.items():
         path = folder / f"{name}.ipynb"
-        if not path.exists():
+        if not path.exists():  # nothing for the judge to check: its registered cells get no verdict, and 0
+            verdicts[name] = scoring.unjudged(release, setup.assignment, registry)
             continue
         notebooks[name] = nbformat.read(path, as_version=4)
         sources = (isolated_sources(notebooks[name], release, setup.assignment, registry)

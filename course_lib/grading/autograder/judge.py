@@ -100,7 +100,8 @@ def run_judge(registry: Path, hidden_checks, assignment: str,
                                    "grade_ids": sorted(sources), "policy": policy.to_json()}))
     os.chmod(request, 0o600)
     command = [sys.executable, "-I", "-c", BOOTSTRAP, str(request), str(result)]
-    _, output = run_tracked(command, scratch, None, timeout, policy.uid)
+    _, output = run_tracked(command, scratch, None, timeout, policy.uid,
+                            isolate=[scratch, registry, *hidden_checks])
     failure = f"the isolated re-check failed: {output.strip()[-1500:]}"
     if result.exists():
         return {k: Verdict(**v) for k, v in json.loads(result.read_text()).items()}

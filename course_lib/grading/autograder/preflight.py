@@ -15,6 +15,7 @@ from nbgrader.api import Gradebook
 
 from course_lib.grading.autograder import fixtures, gradebook_merge, submissions
 from course_lib.grading.sandbox.failures import nbgrader_error
+from course_lib.grading.sandbox.namespaces import IsolationUnavailable, check_isolation
 from course_lib.grading.sandbox.policy import running_as_root
 from course_lib.grading.sandbox.worker import AssignmentSetup, course_lib_path, run_tracked, student_policy
 from course_lib.grading.settings import CODE_ROOT
@@ -32,6 +33,10 @@ def check_sandbox_reach(setup: AssignmentSetup, scratch: Path, uid: int) -> None
     """As root: start Python inside the student sandbox and import what grading needs, or refuse."""
     if not running_as_root():
         return
+    try:
+        check_isolation()
+    except IsolationUnavailable as error:
+        raise GradingRefused(str(error)) from None
     probe_dir = scratch / "reach-probe"
     (probe_dir / "home").mkdir(parents=True)
     os.chown(probe_dir / "home", uid, uid)
@@ -42,7 +47,8 @@ def check_sandbox_reach(setup: AssignmentSetup, scratch: Path, uid: int) -> None
     probe = REACH_PROBE + f"\nimport os\nfor folder in {list(setup.hidden_checks)!r}: os.listdir(folder)"
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **course_lib_path())
     command = [sys.executable, "-m", "course_lib.grading.sandbox.policy", policy.to_json(), probe]
-    ok, output = run_tracked(command, probe_dir / "home", env, timeout=300)
+    ok, output = run_tracked(command, probe_dir / "home", env, timeout=300,
+                             isolate=[probe_dir, *setup.hidden_checks])
     shutil.rmtree(probe_dir, ignore_errors=True)
     if not ok:
         raise GradingRefused(_reach_message(uid, output.strip()[-1200:], code_root, setup.hidden_checks))

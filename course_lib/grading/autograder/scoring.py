@@ -34,6 +34,18 @@ class Outcome:
     regraded: str = ""          # why a first attempt was set aside and the submission graded again
 
 
+NO_VERDICT = "no isolated re-check: nbgrader left no autograded notebook for the judge"
+
+
+def unjudged(release, assignment: str, registry: dict) -> dict:
+    """The verdicts of a notebook nbgrader left no autograded copy of: each registered cell fails."""
+    from course_lib.grading.attempt.cells import marks
+    from course_lib.grading.autograder.judge import Verdict
+
+    ids = [marks(cell).get("grade_id") for cell in release.cells]
+    return {grade_id: Verdict(False, NO_VERDICT) for grade_id in ids if (assignment, grade_id) in registry}
+
+
 def attempt_notes(outcome: Outcome) -> list[str]:
     """What the instructor must know about how the submission was graded: a first attempt set aside
     (and why), and nbgrader's own error when it could not grade the submission at all."""
@@ -42,8 +54,21 @@ def attempt_notes(outcome: Outcome) -> list[str]:
         notes.append(f"graded twice: the first attempt failed for a reason outside the student's code "
                      f"({outcome.regraded}); this is the second attempt's grade")
     if not outcome.ok and not outcome.notebooks:
-        notes.append(f"nbgrader could not grade this submission: {nbgrader_error(outcome.log)}; it scores 0")
+        notes.append(f"nbgrader could not grade this submission: {nbgrader_error(outcome.log)}")
     return notes
+
+
+def _merged_note(outcome: Outcome, merged) -> list[str]:
+    """Where no autograded notebook came back: what was merged all the same (the cells the judge does
+    not re-check keep nbgrader's own score), so the note never says 0 while the gradebook says more."""
+    missing = sorted(set(outcome.verdicts) - set(outcome.notebooks))
+    if not missing:
+        return []
+    kept = [f"{c.cell} {c.points:g}/{c.max_points:g}" for c in merged.cells
+            if c.notebook in missing and c.points]
+    return [f"no autograded {', '.join(missing)}: its registered cells score 0 (no isolated re-check); "
+            f"{'kept from nbgrader: ' + ', '.join(kept) if kept else 'nothing of it scores'}; "
+            f"merged {merged.score:g}/{merged.max_score:g}"]
 
 
 def finish(run, setup, outcome: Outcome) -> report.StudentResult:
@@ -53,6 +78,10 @@ def finish(run, setup, outcome: Outcome) -> report.StudentResult:
     scores = gradebook_merge.read_autograded_scores(f"sqlite:///{outcome.run_dir / 'db' / 'gradebook.db'}",
                                                     assignment, student)
     review_cells = set()
+    missing = set(outcome.verdicts) - set(outcome.notebooks)   # no notebook came back: no verdict, 0
+    for name in missing:
+        for grade_id in outcome.verdicts[name]:
+            scores[(name, grade_id)] = (0.0, (scores.get((name, grade_id)) or (0, False))[1])
     for name, notebook in outcome.notebooks.items():
         notes += review.execution_notes(notebook)
         # the check's verdict, not nbgrader's stderr rule, scores a test cell (a warning costs nothing)
@@ -72,7 +101,8 @@ def finish(run, setup, outcome: Outcome) -> report.StudentResult:
         review.shorten_deadlocks(notebook)
         review.add_isolated_verdicts(notebook, disputed)
     merged = gradebook_merge.merge_student(run.db_url, assignment, student, scores, review_cells,
-                                           review_all=bool(notes))
+                                           review_all=bool(notes or missing))
+    notes += _merged_note(outcome, merged)
     lost = lost_points(outcome, merged)
     keep_autograded(run, setup, outcome)
     return report.StudentResult(student, assignment, merged.score, merged.max_score, notes, outcome.seconds,

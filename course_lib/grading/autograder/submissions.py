@@ -21,6 +21,8 @@ DEFAULT_ZIP_PATTERN = (r"^(?P<student_id>[A-Za-z0-9.-]+(?:_[A-Za-z0-9.-]+)*?)"
 MAX_UNZIPPED_BYTES = 200 * 1024**2
 MAX_FILE_BYTES = 50 * 1024**2
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# nbgrader reads a submission's time from this file: in a zip it is the student's, never taken as such
+TIMESTAMP = "timestamp.txt"
 
 
 @dataclass
@@ -151,7 +153,8 @@ def extract_zip(archive: Path) -> dict[str, bytes]:
     with zipfile.ZipFile(archive) as bundle:
         for info in bundle.infolist():
             base = Path(info.filename).name
-            if info.is_dir() or not base or base.startswith(".") or "__MACOSX" in info.filename:
+            if info.is_dir() or not base or base.startswith(".") or "__MACOSX" in info.filename \
+                    or base == TIMESTAMP:   # the grader writes its own (class_files.unpack_zips)
                 continue
             total += info.file_size
             if info.file_size > MAX_FILE_BYTES or total > MAX_UNZIPPED_BYTES:

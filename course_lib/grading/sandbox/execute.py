@@ -26,6 +26,11 @@ MACHINE_BUSY = "GradingMachineBusy"
 CELL_TIMEOUT = "CellTimeoutError"
 OUTPUT_TRUNCATED = "... output truncated by the grader: this cell printed more than {limit} bytes ..."
 CHECK_EVERY_S = 2.0   # how often a running cell's clock is read
+# The error names the grader writes itself, which its review and its retry read: an exception of one of
+# these names raised by the notebook's own code is renamed, so it can neither write a review note nor
+# make the grader grade the submission again.
+RESERVED_NAMES = (KERNEL_DIED, KERNEL_STUCK, MACHINE_BUSY, CELL_TIMEOUT, "IsolatedCheckFailed")
+STUDENT_RAISED = " (raised by the notebook's code)"
 
 
 def _output_size(output: NotebookNode) -> int:
@@ -33,6 +38,26 @@ def _output_size(output: NotebookNode) -> int:
         return len(output.get("text", ""))
     data = output.get("data", {}) or {}
     return sum(len(str(value)) for value in data.values()) + len("".join(output.get("traceback", [])))
+
+
+def safe_text(value):
+    """value with every string in it (keys too) writable as UTF-8: a lone surrogate the kernel sent
+    ("\\ud800") becomes "?". Without this nbgrader saved the scores, failed to write the notebook and
+    dropped it."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return type(value)((safe_text(k), safe_text(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [safe_text(item) for item in value]
+    return value
+
+
+def _disown(content):
+    """A kernel message's content with a reserved error name the notebook's code raised renamed."""
+    if isinstance(content, dict) and content.get("ename") in RESERVED_NAMES:
+        content = dict(content, ename=content["ename"] + STUDENT_RAISED)
+    return content
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
@@ -71,6 +96,7 @@ class SandboxedExecute(Execute):
         used = self._output_bytes.get(cell_index, 0)
         if used > self.max_output_bytes:
             return None  # already truncated: drop the flood without storing it
+        msg["content"] = _disown(safe_text(msg.get("content", {})))
         out = super().output(outs, msg, display_id, cell_index)
         if out is None:
             return None
@@ -85,6 +111,12 @@ class SandboxedExecute(Execute):
             outs.append(NotebookNode(output_type="stream", name="stderr",
                                      text="\n" + OUTPUT_TRUNCATED.format(limit=self.max_output_bytes) + "\n"))
         return out
+
+    def on_cell_executed(self, **kwargs):
+        reply = kwargs.get("execute_reply") or {}
+        if reply.get("content", {}).get("ename") != getattr(self, "_interrupted", None):
+            reply["content"] = _disown(reply["content"])   # the kernel's reply, not the grader's own
+        return super().on_cell_executed(**kwargs)
 
     # --- the time limit: nbclient asks every CHECK_EVERY_S whether the cell may run on ---------------
     def _get_timeout(self, cell):
@@ -116,7 +148,7 @@ class SandboxedExecute(Execute):
                    f"(it had {clock.describe()})")
         why += " and was interrupted"
         grade_id = (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id", "")
-        self.log.error("cell %s: %s", grade_id, why)
+        self.log.error("cell %s: %s: %s", grade_id, ename, why)   # failures.machine_fault reads it
         self._interrupted = ename
         await ensure_async(self.km.interrupt_kernel())
         reply = {"status": "error", "ename": ename, "evalue": why, "traceback": [f"{ename}: {why}"]}
@@ -145,6 +177,10 @@ class SandboxedExecute(Execute):
         if lost is not None:
             self._mark_not_run(*lost)
         self.set_widgets_metadata()
+        for cell in self.nb.cells:   # whatever else the kernel sent (a reply's error, widget state)
+            if "outputs" in cell:
+                cell.outputs = safe_text(cell.outputs)
+        self.nb.metadata = safe_text(self.nb.metadata)
         return self.nb, self.resources
 
     def _run_cells(self, resources) -> tuple[int, str] | None:

@@ -78,6 +78,12 @@ def _busy_cells(folder: Path) -> list[str]:
     return found
 
 
+def _said_busy(log: str) -> bool:
+    """Whether the grader itself (SandboxedExecute, in nbgrader's log) found the machine too busy."""
+    return any(f": {MACHINE_BUSY}: " in line or f"({MACHINE_BUSY})" in line
+               for line in log.splitlines() if line.startswith("[") and "| " in line.split("]")[0])
+
+
 def machine_fault(ok: bool, log: str, autograded: Path) -> str | None:
     """Why this attempt failed for a reason outside the student's code (None: it did not), in a line."""
     if not ok:
@@ -87,5 +93,6 @@ def machine_fault(ok: bool, log: str, autograded: Path) -> str | None:
         if NOTEBOOK_LIMIT in error and busy_machine():
             return f"{error}, on a machine with more work than cores"
         return None
-    busy = _busy_cells(autograded)
+    # only the grader's own word counts (its log: the kernel's output no longer reaches it, kernel.py)
+    busy = _busy_cells(autograded) if _said_busy(log) else []
     return f"the grading machine was too busy: {busy[0][:MAX_ERROR_CHARS]}" if busy else None

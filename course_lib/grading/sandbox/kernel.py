@@ -13,6 +13,8 @@ import sys
 from course_lib.dist.processes import exec_python
 from course_lib.grading.sandbox.policy import SandboxPolicy
 
+KERNEL_OUTPUT = "kernel-output.log"   # in the kernel's home
+
 
 def main(argv: list[str]) -> None:
     if len(argv) != 3 or argv[1] != "-f":
@@ -27,8 +29,18 @@ def main(argv: list[str]) -> None:
     if os.geteuid() == 0:
         os.chown(policy.home, policy.uid, policy.gid)
         os.chown(private_copy, policy.uid, policy.gid)
+    # The kernel's own stdout and stderr (what the student's code writes to fd 1 and 2, its children's
+    # too) go to a file in its home, capped by the file size limit: never into nbgrader's log, which the
+    # grader reads (failures.py), nor into the grading parent's memory.
+    own_output = os.open(os.path.join(policy.home, KERNEL_OUTPUT), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                         0o600)
+    if os.geteuid() == 0:
+        os.fchown(own_output, policy.uid, policy.gid)
     for line in policy.enter():
-        print(f"[grading sandbox] {line}", file=sys.stderr)
+        print(f"[grading sandbox] {line}", file=sys.stderr, flush=True)
+    for fd in (1, 2):
+        os.dup2(own_output, fd)
+    os.close(own_output)
     exec_python(["-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", private_copy])
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from course_lib.dist.processes import Sessions, kill_processes_of_uid
 from course_lib.grading.sandbox import failures
+from course_lib.grading.sandbox.namespaces import isolated
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
 from course_lib.grading.settings import HIDDEN_CHECKS_ENV, code_root_for_fresh_pythons
 
@@ -165,8 +166,8 @@ def _attempt(setup: AssignmentSetup, student: str, submission: dict[str, bytes],
                JUPYTER_CONFIG_DIR=str(course_dir / "jupyter" / "config"), PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPATH", None)
     env.update(course_lib_path())
-    command = [sys.executable, "-m", "nbgrader", "autograde", setup.assignment, "--student", student,
-               "--force", "--log-level=INFO"]
+    command = isolated([sys.executable, "-m", "nbgrader", "autograde", setup.assignment, "--student", student,
+                        "--force", "--log-level=INFO"], keep=[course_dir, *setup.hidden_checks])
     ok, log = GRADING_SESSIONS.run(command, course_dir, env, setup.notebook_timeout, tag=uid,
                                    limit_name="the whole notebook's time limit")
     kill_processes_of_uid(uid)  # a kernel's detached children must not outlive the grading
@@ -185,12 +186,20 @@ GRADING_SESSIONS = Sessions()
 
 
 def run_tracked(command: list[str], cwd: Path, env: dict | None, timeout: float,
-                uid: int | None = None) -> tuple[bool, str]:
+                uid: int | None = None, isolate=None) -> tuple[bool, str]:
     """Run a grading subprocess in its own session; (succeeded, output). Killed after timeout.
 
-    ``uid`` is the sandbox uid its student code runs under, if any: stop_all() cleans up after it too.
+    ``uid`` is the sandbox uid its student code runs under, if any: what is left of it is killed when the
+    command ends, and stop_all() cleans up after it too. ``isolate``: run it in namespaces of its own
+    (namespaces.isolated), with these folders of a private /tmp kept.
     """
-    return GRADING_SESSIONS.run(command, cwd, env, timeout, tag=uid)
+    if isolate is not None:
+        command = isolated(command, keep=isolate)
+    try:
+        return GRADING_SESSIONS.run(command, cwd, env, timeout, tag=uid)
+    finally:
+        if uid is not None:
+            kill_processes_of_uid(uid)
 
 
 def stop_all() -> None:

@@ -1,0 +1,132 @@
+"""Each student's grading processes (nbgrader with its kernel, the isolated judge) in namespaces of their own.
+
+As root, `isolated` wraps a command in bubblewrap (`bwrap`, Debian's package): a PID namespace that
+dies whole with the command (a daemon that re-forks and detaches dies with it), a network with loopback
+only (ranks talk over loopback), and a private /tmp, /var/tmp and /dev/shm, capped and gone afterwards.
+Without bubblewrap, as root, grading is refused (`IsolationUnavailable` says what to install).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from course_lib.grading.sandbox.policy import MiB, running_as_root
+
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")   # each a fresh tmpfs per student, gone with the namespace
+PRIVATE_BYTES = 512 * MiB                         # the size of each
+# Name lookups in the namespace read /etc/hosts only: with no network but loopback, DNS cannot answer, and
+# torch's store would warn on stderr that the peer's name "cannot be retrieved" (that costs a test cell).
+NSSWITCH = Path("/run/course-grading/nsswitch.conf")
+INSTALL = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora/RHEL: "
+           "`dnf install bubblewrap`)")
+
+
+class IsolationUnavailable(RuntimeError):
+    """As root, a student's grading processes cannot be put in namespaces of their own: do not grade."""
+
+
+def bwrap_path() -> str:
+    found = shutil.which("bwrap")
+    if not found:
+        raise IsolationUnavailable(
+            "make grade runs as root, and as root it gives each student its own PID, network and /tmp "
+            f"namespaces with bubblewrap, which is not installed: {INSTALL}. Nobody was graded.")
+    return found
+
+
+def _private_below(path: str) -> str | None:
+    """The private folder (a fresh tmpfs in the namespace) that path lies in, if any."""
+    return next((d for d in PRIVATE_DIRS if path == d or path.startswith(d + os.sep)), None)
+
+
+def _kept(paths) -> list[str]:
+    """The existing paths among paths (and their real paths) that lie in a private folder, outermost only."""
+    found = set()
+    for path in paths:
+        for candidate in {os.path.abspath(path), os.path.realpath(path)}:
+            if os.path.exists(candidate) and _private_below(candidate) and candidate not in PRIVATE_DIRS:
+                found.add(candidate)
+    kept: list[str] = []
+    for path in sorted(found):
+        if not any(path.startswith(done + os.sep) for done in kept):
+            kept.append(path)
+    return kept
+
+
+def _code_paths() -> list[str]:
+    from course_lib.grading.settings import CODE_ROOT, code_root_for_fresh_pythons
+
+    fresh = code_root_for_fresh_pythons()
+    return [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), str(CODE_ROOT),
+            *([fresh] if fresh else [])]
+
+
+def _offline_nsswitch() -> list[str]:
+    """bubblewrap's options binding a copy of /etc/nsswitch.conf whose host lookups skip DNS."""
+    system = Path("/etc/nsswitch.conf")
+    if not system.is_file():
+        return []
+    lines = system.read_text().splitlines()
+    text = "\n".join("hosts: files" if line.startswith("hosts:") else line for line in lines) + "\n"
+    if not NSSWITCH.is_file() or NSSWITCH.read_text() != text:
+        NSSWITCH.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        partial = NSSWITCH.with_name(f".nsswitch.{os.getpid()}")
+        partial.write_text(text)
+        partial.chmod(0o644)
+        partial.replace(NSSWITCH)
+    return ["--ro-bind", str(NSSWITCH), str(system)]
+
+
+def bwrap_arguments(keep=()) -> list[str]:
+    """bubblewrap's options: new PID and network namespaces, a private /tmp, /var/tmp and /dev/shm, with
+    the folders in ``keep`` (and the course's code and Python) that lie in them bound back at their place."""
+    arguments = [bwrap_path(), "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                 "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+    for folder in PRIVATE_DIRS:
+        if os.path.isdir(folder):
+            arguments += ["--perms", "1777", "--size", str(PRIVATE_BYTES), "--tmpfs", folder]
+    for path in _kept([*keep, *_code_paths()]):
+        private = _private_below(path)
+        parents = [p for p in reversed(Path(path).parents) if _private_below(str(p)) and str(p) != private]
+        for parent in parents:  # bubblewrap would make them 0700: the student's uid must pass through
+            arguments += ["--perms", "0711", "--dir", str(parent)]
+        arguments += ["--bind", path, path]
+    # loopback is the only interface: gloo must not look for the host's address (it would warn on stderr)
+    return arguments + _offline_nsswitch() + ["--setenv", "GLOO_SOCKET_IFNAME", "lo", "--"]
+
+
+def isolated(command: list[str], keep=()) -> list[str]:
+    """command, run in namespaces of its own when grading as root (unchanged otherwise)."""
+    if not running_as_root():
+        return list(command)
+    return bwrap_arguments(keep) + list(command)
+
+
+ISOLATION_PROBE = """test $$ -lt 10 || { echo "no PID namespace of its own" >&2; exit 1; }
+test "$(tail -n +3 /proc/net/dev | wc -l)" -eq 1 || { echo "not a network of its own" >&2; exit 1; }
+test ! -e "$1" || { echo "/tmp is not private" >&2; exit 1; }"""
+
+
+def check_isolation() -> None:
+    """As root: bubblewrap is there and can make the namespaces here (a container may forbid them), or
+    IsolationUnavailable saying why."""
+    if not running_as_root():
+        return
+    with tempfile.NamedTemporaryFile(prefix="grading-isolation-probe-", dir="/tmp") as marker:
+        command = isolated(["/bin/sh", "-c", ISOLATION_PROBE, "probe", marker.name])
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            done = subprocess.CompletedProcess(command, 1, "", str(error))
+    if done.returncode != 0:
+        why = done.stderr.strip()[-600:] or f"it exited with {done.returncode}"
+        raise IsolationUnavailable(
+            "make grade runs as root, and as root it gives each student its own PID, network and /tmp "
+            f"namespaces with bubblewrap, which cannot make them here: {why}"
+            ". A container needs CAP_SYS_ADMIN (or `--privileged`, or a seccomp profile allowing "
+            "unshare and mount); or grade on a VM. Nobody was graded.")
