@@ -114,6 +114,16 @@ def fresh_python_output(code: str, timeout: float = 120) -> str:
                           timeout=timeout).stdout.strip()
 
 
+def run_command(command: list[str], timeout: float) -> tuple[int, str]:
+    """Run ``command`` to its end: (its exit status, what it wrote on stderr); a command that cannot start
+    or outlasts ``timeout`` seconds is a failure (status 1) whose stderr says why."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return 1, str(error)
+    return done.returncode, done.stderr
+
+
 def exec_python(arguments: list[str]) -> None:
     """Replace this process (same pid) with a fresh interpreter running ``python ARGUMENTS``."""
     os.execv(sys.executable, [sys.executable, *arguments])

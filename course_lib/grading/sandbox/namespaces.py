@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from course_lib.dist.processes import run_command
 from course_lib.grading.sandbox.policy import MiB, running_as_root
 
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")   # each a fresh tmpfs per student, gone with the namespace
@@ -119,12 +119,9 @@ def check_isolation() -> None:
         return
     with tempfile.NamedTemporaryFile(prefix="grading-isolation-probe-", dir="/tmp") as marker:
         command = isolated(["/bin/sh", "-c", ISOLATION_PROBE, "probe", marker.name])
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as error:
-            done = subprocess.CompletedProcess(command, 1, "", str(error))
-    if done.returncode != 0:
-        why = done.stderr.strip()[-600:] or f"it exited with {done.returncode}"
+        status, stderr = run_command(command, timeout=60)
+    if status != 0:
+        why = stderr.strip()[-600:] or f"it exited with {status}"
         raise IsolationUnavailable(
             "make grade runs as root, and as root it gives each student its own PID, network and /tmp "
             f"namespaces with bubblewrap, which cannot make them here: {why}"
