@@ -81,7 +81,7 @@ lint: setup
 	$(BIN)/ruff check .
 
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=40
 
 test-fast: setup
 	$(BIN)/python -m pytest tests -m "not slow and not slurm and not browser" -q
