@@ -45,15 +45,7 @@ def test_every_exercise_folder_is_a_registered_exercise():
         f"without a folder: {sorted(set(EXERCISES) - folders)} (instructor/registry.py's EXERCISES)")
 
 
-# Exercises whose folder is not yet split into its fixed files. ch06_vocab_loss's visible.py is being
-# changed on another branch (issue 40); it splits into ranks.py and judge.py once that lands. Strict: the
-# test fails as soon as the files exist, so that this list is emptied then.
-NOT_YET_SPLIT = {"ch06_vocab_loss"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(
-    strict=True, reason="not yet split into its fixed files")) if name in NOT_YET_SPLIT else name
-    for name in sorted(EXERCISES)])
+@pytest.mark.parametrize("name", sorted(EXERCISES))
 def test_the_folder_holds_the_fixed_files(name):
     exercise = EXERCISES[name]
     missing = [file for file in exercise.files if not (CHECKS_FOLDER / name / file).is_file()]
