@@ -46,7 +46,9 @@ def record_ddp_buckets(model: DistributedDataParallel) -> DistributedDataParalle
     return model
 
 
-def _ddp_step_seconds(rank: int, world_size: int, widths, global_batch: int, steps: int) -> float:
+def ddp_training(rank: int, world_size: int, widths, global_batch: int):
+    """On one rank: torch DDP around an MLP of ``widths``, its SGD, this rank's share of a seeded batch, and
+    one training step (forward, backward with DDP's bucketed all-reduces, update) as a function."""
     model = DistributedDataParallel(make_wide_mlp(widths))
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(rank)
@@ -59,6 +61,12 @@ def _ddp_step_seconds(rank: int, world_size: int, widths, global_batch: int, ste
         optimizer.zero_grad(set_to_none=True)
         loss.backward()           # DDP all-reduces gradient buckets while backward goes on
         optimizer.step()
+
+    return model, optimizer, inputs, targets, step
+
+
+def _ddp_step_seconds(rank: int, world_size: int, widths, global_batch: int, steps: int) -> float:
+    *_, step = ddp_training(rank, world_size, widths, global_batch)
 
     # A warm-up step first (it allocates DDP's buckets), then the slowest rank's median step.
     return interleaved_medians([step], steps)[0]

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from course_lib.sim import MLPSpec, Timeline, make_cluster, simulate_training_step
 from course_lib.sim.cluster.laptop import (
@@ -30,7 +29,7 @@ from course_lib.sim.cluster.laptop import (
 )
 
 from .calibration import predict_all_reduce
-from .ddp_step import make_wide_mlp
+from .ddp_step import ddp_training
 from .runner import run_ranks
 from .timing_harness import interleaved_lanes, measure_all_reduce
 
@@ -124,19 +123,8 @@ def predict_ddp_step(machine, world_size: int, widths, global_batch: int):
 def _ddp_parts(rank: int, world_size: int, widths, global_batch: int, repetitions: int):
     """Timed round-robin in one harness: the DDP step, its forward+backward with no communication
     (``no_sync``), the SGD update and zeroing, and one all-reduce of all the gradients' bytes."""
-    model = DistributedDataParallel(make_wide_mlp(widths))
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    generator = torch.Generator().manual_seed(rank)
-    per_rank = global_batch // world_size
-    inputs = torch.randn(per_rank, widths[0], generator=generator)
-    targets = torch.randn(per_rank, widths[-1], generator=generator)
+    model, optimizer, inputs, targets, step = ddp_training(rank, world_size, widths, global_batch)
     gradients = torch.zeros(sum(p.numel() for p in model.parameters()))
-
-    def step():
-        loss = nn.functional.mse_loss(model(inputs), targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
 
     def forward_backward():
         with model.no_sync():
