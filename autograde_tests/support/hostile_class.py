@@ -95,9 +95,12 @@ _fake = ("[AutogradeApp | ERROR] Traceback (most recent call last):\\n"
          "[AutogradeApp | ERROR] cell test_scale: GradingMachineBusy: the grading machine was too busy\\n")
 _block = b"x" * 2**20
 for fd in _original:
-    os.write(fd, _fake.encode())
-    for _ in range(25):
-        os.write(fd, _block)
+    try:                   # a write the grader refuses (a full or closed file) is the flood's loss
+        os.write(fd, _fake.encode())
+        for _ in range(25):
+            os.write(fd, _block)
+    except OSError:
+        pass
 """
 FORGED_ERROR = """class GradingMachineBusy(Exception):
     pass
