@@ -11,11 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
-from course_lib.grading.attempt.cells import lesson_imports
 
 from course_lib.grading import instructor_checks
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.autograder.fixtures import solution_sources
+from course_lib.notebook_cells import lesson_imports
 
 ch04 = instructor_checks("ch04_stage_split")
 

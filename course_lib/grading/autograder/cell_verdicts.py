@@ -11,11 +11,11 @@ in the feedback and in the instructor's notes.
 from __future__ import annotations
 
 import copy
-import re
 
 from nbformat.notebooknode import NotebookNode
 from nbgrader.utils import determine_grade
 
+from course_lib.grading.autograder.review import ANSI
 from course_lib.grading.sandbox.execute import (
     CELL_TIMEOUT,
     KERNEL_DIED,
@@ -23,8 +23,8 @@ from course_lib.grading.sandbox.execute import (
     MACHINE_BUSY,
     OUTPUT_TRUNCATED,
 )
+from course_lib.notebook_cells import marks
 
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TRUNCATED = OUTPUT_TRUNCATED.split("{")[0]
 ISOLATED_FAILED = "IsolatedCheckFailed"   # review.add_isolated_verdicts' note, not the notebook's error
 SCORE_NOTE = "GradedCellScore"   # the name of the note written under a cell that lost points
@@ -35,10 +35,6 @@ _WHY = {CELL_TIMEOUT: "ran past its time limit and was interrupted",
         KERNEL_DIED: "the kernel died (a crash, os._exit or the memory limit)",
         KERNEL_STUCK: "the kernel did not stop when interrupted",
         MACHINE_BUSY: "the grading machine was too busy"}
-
-
-def marks(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader") or {}
 
 
 def is_test_cell(cell) -> bool:

@@ -39,8 +39,8 @@ NO_VERDICT = "no isolated re-check: nbgrader left no autograded notebook for the
 
 def unjudged(release, assignment: str, registry: dict) -> dict:
     """The verdicts of a notebook nbgrader left no autograded copy of: each registered cell fails."""
-    from course_lib.grading.attempt.cells import marks
     from course_lib.grading.autograder.judge import Verdict
+    from course_lib.notebook_cells import marks
 
     ids = [marks(cell).get("grade_id") for cell in release.cells]
     return {grade_id: Verdict(False, NO_VERDICT) for grade_id in ids if (assignment, grade_id) in registry}
