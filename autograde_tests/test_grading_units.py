@@ -184,6 +184,25 @@ def test_code_in_the_sandbox_is_told_it_is_being_graded(tmp_path):
     assert "being graded" in call_in_fresh_child(caged, timeout=60, max_bytes=4096).decode()
 
 
+def test_code_in_the_sandbox_sees_the_course_environment_not_the_graders(tmp_path, monkeypatch):
+    # pytest's own variable once turned off ipykernel's capture of fd 1 and 2 in every grading kernel
+    from course_lib.dist.processes import call_in_fresh_child
+
+    monkeypatch.setenv("INSTRUCTOR_API_TOKEN", "secret")
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "test_x (call)")
+    monkeypatch.setenv("COURSE_BACKEND", "gloo")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+    def caged() -> bytes:
+        SandboxPolicy(uid=os.getuid(), gid=os.getgid(), home=str(tmp_path)).enter()
+        return " ".join(sorted(os.environ)).encode()
+
+    seen = set(call_in_fresh_child(caged, timeout=60, max_bytes=65536).decode().split())
+    assert not seen & {"INSTRUCTOR_API_TOKEN", "SLURM_JOB_ID", "PYTEST_CURRENT_TEST"}, seen
+    assert {"PATH", "HOME", "COURSE_BACKEND", "OMP_NUM_THREADS", "COURSE_GRADED_RUN"} <= seen, seen
+
+
 def _gradebook_with_one_cell(path) -> str:
     url = f"sqlite:///{path / 'gradebook.db'}"
     with Gradebook(url) as gb:

@@ -30,6 +30,13 @@ MNT_DETACH = 2
 PR_SET_NO_NEW_PRIVS = 38
 # The environment variable through which a grading process hands its policy to its children.
 POLICY_ENV = "COURSE_GRADING_SANDBOX"
+# What of the grader's environment student code still sees: the course's own settings, how to find
+# Python, Jupyter and the course, the locale, and the knobs of torch's threads and devices. Everything
+# else (an instructor's tokens, Slurm's job variables, pytest's PYTEST_CURRENT_TEST, which turns off
+# ipykernel's capture of fd 1 and 2) stays with the grader.
+KEPT_NAMES = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "CUDA_VISIBLE_DEVICES",
+                        "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PYTHONUNBUFFERED"})
+KEPT_PREFIXES = ("COURSE_", "JUPYTER_", "LC_", "OMP_", "MKL_", "NCCL_", "GLOO_")
 
 
 @dataclass
@@ -65,11 +72,18 @@ class SandboxPolicy:
         if os.geteuid() == 0:
             _drop_privileges(self.uid, self.gid)
         _no_new_privileges()
+        _keep_only_the_course_environment()
         os.environ[GRADED_RUN_ENV] = "1"   # the lesson's cells that would submit Slurm jobs skip them
         if self.home:
             for name in ("HOME", "TMPDIR", "IPYTHONDIR", "MPLCONFIGDIR", "JUPYTER_RUNTIME_DIR"):
                 os.environ[name] = self.home if name in ("HOME", "TMPDIR") else os.path.join(self.home, name)
         return degraded
+
+
+def _keep_only_the_course_environment() -> None:
+    for name in list(os.environ):
+        if name not in KEPT_NAMES and not name.startswith(KEPT_PREFIXES):
+            del os.environ[name]
 
 
 def running_as_root() -> bool:
