@@ -80,10 +80,12 @@ def judge_main(request_file: str, result_file: str) -> None:
     Path(result_file).write_text(json.dumps(verdicts))
 
 
-# course_lib comes from the environment's install (-I keeps the checkout itself off sys.path); the hidden
-# checks and the registry are loaded from the paths the request names.
-BOOTSTRAP = ("import sys; from course_lib.grading.autograder.judge import judge_main; "
-             "judge_main(sys.argv[1], sys.argv[2])")
+# course_lib comes from the environment's install (-I keeps the working folder and PYTHONPATH off
+# sys.path), or from the checkout this grader runs from when the environment was installed for another
+# (argv[3]: settings.code_root_for_fresh_pythons); the hidden checks and the registry are loaded from the
+# paths the request names.
+BOOTSTRAP = ("import sys; sys.argv[3] and sys.path.insert(0, sys.argv[3]); "
+             "from course_lib.grading.autograder.judge import judge_main; judge_main(sys.argv[1], sys.argv[2])")
 
 
 def run_judge(registry: Path, hidden_checks, assignment: str,
@@ -99,7 +101,8 @@ def run_judge(registry: Path, hidden_checks, assignment: str,
                                    "assignment": assignment, "sources": sources, "prelude": prelude,
                                    "grade_ids": sorted(sources), "policy": policy.to_json()}))
     os.chmod(request, 0o600)
-    command = [sys.executable, "-I", "-c", BOOTSTRAP, str(request), str(result)]
+    command = [sys.executable, "-I", "-c", BOOTSTRAP, str(request), str(result),
+               code_root_for_fresh_pythons() or ""]
     _, output = run_tracked(command, scratch, None, timeout, policy.uid,
                             isolate=[scratch, registry, *hidden_checks])
     failure = f"the isolated re-check failed: {output.strip()[-1500:]}"
