@@ -43,6 +43,9 @@ MESSAGES_PER_BLOCK = 32
 # The compute block: float32 256x256 matmuls, 64 of them (about 10 ms on one core): long beside the
 # scheduler's time slice, so on a shared machine it measures the share of a core a rank really gets.
 MATMUL_SIZE, MATMULS_PER_TIMING = 256, 64
+# The memory block: float32 c = a + b over arrays of 2**23 floats (32 MiB each, far beyond any cache),
+# twice: what a rank's optimizer update and gradient copies stream, about 10 ms on one core.
+STREAM_FLOATS, STREAMS_PER_TIMING = 1 << 23, 2
 # gloo's ring all-reduce cuts every chunk into segments of at most 1 MiB (kMaxSegmentSize in
 # gloo/allreduce.h), at least two per chunk.
 GLOO_SEGMENT_BYTES = 1 << 20
@@ -87,10 +90,10 @@ def _message_block(rank: int, world_size: int):
     return block
 
 
-def _compute_lanes(rank: int, world_size: int, repetitions: int) -> tuple[list[float], list[list[float]]]:
-    """Seconds of one matmul block on rank 0 alone (the other ranks wait at a barrier), then on every
-    rank at once: (rank 0's alone, each rank's together), ``repetitions`` of each after a warm-up."""
-    block = _matmuls()
+def _alone_and_together(rank: int, world_size: int, repetitions: int,
+                        block) -> tuple[list[float], list[list[float]]]:
+    """Seconds of ``block`` on rank 0 alone (the other ranks wait at a barrier), then on every rank at
+    once: (rank 0's alone, each rank's together), ``repetitions`` of each after a warm-up."""
     block()
     alone = []
     for _ in range(repetitions):
@@ -115,8 +118,11 @@ def _measure(rank: int, world_size: int, sizes, repetitions: int) -> dict:
     all_reduce = per_call_medians([_all_reduce_block(n) for n in sizes], repetitions)
     ping_pong = per_call_medians([back_to_back(_ping_pong(rank, n), n) for n in sizes], repetitions)
     message_block = interleaved_medians([_message_block(rank, world_size)], repetitions)[0]
-    alone, together = _compute_lanes(rank, world_size, repetitions)
-    return {"all_reduce": all_reduce, "ping_pong": [t / 2 for t in ping_pong],
+    alone, together = _alone_and_together(rank, world_size, repetitions, _matmuls())
+    stream_alone, stream_together = _alone_and_together(rank, world_size, repetitions, _streams())
+    return {"stream_alone": stream_alone, "stream_together": stream_together,
+            "block_bytes": 3 * 4 * STREAM_FLOATS * STREAMS_PER_TIMING,
+            "all_reduce": all_reduce, "ping_pong": [t / 2 for t in ping_pong],
             "message_blocks": [message_block], "messages_per_block": MESSAGES_PER_BLOCK,
             "compute_alone": alone, "compute_together": together,
             "block_flops": 2 * MATMUL_SIZE**3 * MATMULS_PER_TIMING, "cpu_share": _cpu_share(repetitions)}
@@ -143,6 +149,13 @@ def _matmuls():
     timing is small beside them."""
     x, y = torch.randn(MATMUL_SIZE, MATMUL_SIZE), torch.randn(MATMUL_SIZE, MATMUL_SIZE)
     return _repeated(lambda: x @ y, MATMULS_PER_TIMING)
+
+
+def _streams():
+    """``STREAMS_PER_TIMING`` float32 adds c = a + b over arrays far larger than the caches: 3 x 4 bytes
+    per float each (two read, one written), what memory-bound updates and copies move."""
+    a, b, c = torch.ones(STREAM_FLOATS), torch.ones(STREAM_FLOATS), torch.empty(STREAM_FLOATS)
+    return _repeated(lambda: torch.add(a, b, out=c), STREAMS_PER_TIMING)
 
 
 def fit_beta(sizes, seconds, alpha: float) -> float:
@@ -202,11 +215,19 @@ def calibration_from(data: dict, world_size: int, segments_in_flight: int | None
     together = _lanes_timeline(data["compute_together"], "compute")
     flops_alone = data["block_flops"] / statistics.median(data["compute_alone"])
     cores = fit_cores(alone, together)
+    bandwidth = {}
+    if "stream_alone" in data:   # measurements recorded before memory was measured have none
+        bandwidth_alone = data["block_bytes"] / statistics.median(data["stream_alone"])
+        channels = fit_cores(_lanes_timeline([data["stream_alone"]], "compute"),
+                             _lanes_timeline(data["stream_together"], "compute"))
+        bandwidth = {"bandwidth_alone": bandwidth_alone,
+                     "bandwidth_together": bandwidth_alone * channels / world_size}
     return Calibration(world_size=world_size, flops_alone=flops_alone,
                        flops_together=flops_alone * cores / world_size, collective=collective,
                        point_to_point=point_to_point, message_overhead=fit_message_overhead(messages),
                        segments_in_flight=in_flight, memory_bytes=_physical_memory(), cpu_share=share,
-                       notes={"extra": f"each rank on a CPU {share:.0%} of the time while all spun"})
+                       notes={"extra": f"each rank on a CPU {share:.0%} of the time while all spun"},
+                       **bandwidth)
 
 
 def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITIONS, timeout: float = 120,
@@ -230,6 +251,8 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITI
     - ``MESSAGES_PER_BLOCK`` tiny isend/irecv pairs issued at once: the per-message cost of Python.
     - a block of float32 256x256 matmuls (one thread per rank) on one process alone and on all ranks
       at once: one process's FLOP/s and how many cores the ranks really share.
+    - a block of float32 adds over 32 MiB arrays, alone and on all ranks at once: the memory bandwidth
+      one process streams and how it is shared (what an optimizer update or a gradient copy runs at).
 
     ``measurements`` (a dict from ``measure``) skips the measuring. ``segments_in_flight`` (1 or 2)
     fits the all-reduce with that model of gloo's ring instead of the better-fitting one: the model

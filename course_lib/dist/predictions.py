@@ -164,14 +164,31 @@ def compare_ddp_step(chapter: str, machine, world_size: int, widths, global_batc
                                timeout=timeout)[0]
     step, forward_backward, update, all_reduce = slowest
     comparison = Comparison(chapter, "one DDP step", step, predicted.step_time, parts=_parts_timeline(lanes))
-    simulated = predicted.timeline
-    compute = simulated.busy_time("compute") / len(simulated.lanes)
-    talk = simulated.busy_time("comm") / len(simulated.lanes)
+    parts = _predicted_parts(predicted.timeline)
     comparison.details = [f"measured alone (slowest rank): forward+backward {forward_backward * 1e3:.3g} ms, "
                           f"update {update * 1e3:.3g} ms, gradient all-reduce {all_reduce * 1e3:.3g} ms",
-                          f"predicted per rank: forward+backward {compute * 1e3:.3g} ms, all-reduce "
-                          f"{talk * 1e3:.3g} ms overlapping it, no update"]
+                          f"predicted on rank 0: forward+backward {parts['matmuls'] * 1e3:.3g} ms of matmuls "
+                          f"and {parts['memory'] * 1e3:.3g} ms of weights and gradients streamed, update "
+                          f"{parts['update'] * 1e3:.3g} ms, all-reduce {parts['comm'] * 1e3:.3g} ms "
+                          f"overlapping the backward"]
     return comparison
+
+
+def _predicted_parts(timeline: Timeline) -> dict[str, float]:
+    """Seconds of rank 0's simulated step by part: matmuls, memory streamed by the layers, the update,
+    and communication (which overlaps the rest)."""
+    parts = dict.fromkeys(("matmuls", "memory", "update", "comm"), 0.0)
+    for event in timeline.events(0):
+        seconds = event.end - event.start
+        if event.kind == "comm":
+            parts["comm"] += seconds
+        elif "optimizer update" in event.label:
+            parts["update"] += seconds
+        elif "(memory)" in event.label:
+            parts["memory"] += seconds
+        else:
+            parts["matmuls"] += seconds
+    return parts
 
 
 # -- epochs of data parallel through one rank and through a ring (chapter 03) -------------------------

@@ -18,6 +18,7 @@ from course_lib.sim.cluster.laptop import (
     prediction_line,
     python_all_reduce_time,
     python_message_time,
+    stream_slowdown,
     within,
 )
 
@@ -134,3 +135,49 @@ def test_a_python_all_reduce_pays_latency_per_ring_step_and_the_message_cost_whe
     assert python_all_reduce_time(cal, 1e9, 1) == 0.0
     with pytest.raises(ValueError, match="ring"):
         python_all_reduce_time(cal, 1, 2, "tree")
+
+
+def test_memory_bandwidth_is_shared_as_measured_and_beyond_it_by_rank_count():
+    cal = dataclasses.replace(calibration(world_size=2), bandwidth_alone=20e9, bandwidth_together=12e9)
+    assert stream_slowdown(cal, 1) == 1.0 and stream_slowdown(cal, 2) == pytest.approx(20 / 12)
+    assert stream_slowdown(cal, 4) == pytest.approx(2 * 20 / 12)
+    assert laptop_preset(cal, 2).memory_bandwidth == pytest.approx(12e9)
+    assert laptop_preset(calibration()).memory_bandwidth is None   # not measured: nothing charged
+    with pytest.raises(ValueError, match="run calibrate"):
+        stream_slowdown(calibration(), 2)
+
+
+def _mlp_step(preset, dp=2, **options):
+    from course_lib.sim import MLPSpec, simulate_training_step
+    return simulate_training_step(MLPSpec((1000, 2000, 1000)), make_cluster(1, dp, preset=preset), dp=dp,
+                                  global_batch=2 * dp, param_bytes=4, grad_bytes=4, optimizer_bytes=0,
+                                  **options)
+
+
+def test_on_a_measured_cpu_the_mlp_streams_its_weights_gradients_and_update_through_memory():
+    flops, bandwidth = 1e11, 1e10
+    cal = dataclasses.replace(calibration(world_size=2, flops_alone=flops), bandwidth_alone=bandwidth,
+                              bandwidth_together=bandwidth)
+    events = list(_mlp_step(laptop_preset(cal, 2)).timeline.events(0))
+    seconds = {e.label: e.end - e.start for e in events}
+    weights = 2 * 1000 * 2000
+    # forward reads each layer's weights; backward reads them again, writes the gradient and DDP copies
+    # it into its bucket and back (4 more passes); the SGD update reads and writes the parameters and
+    # reads the gradients: 12 bytes a parameter
+    backward = "B0 layer 0 weights read, gradient written (memory)"
+    assert seconds["F0 layer 0 weights read (memory)"] == pytest.approx(2e6 * 4 / bandwidth)
+    assert seconds[backward] == pytest.approx(2e6 * 4 * 6 / bandwidth)
+    params = weights + 2000 + 1000
+    assert seconds["optimizer update (memory)"] == pytest.approx(params * 12 / bandwidth)
+    update = next(e for e in events if e.label == "optimizer update (memory)")
+    assert update.start >= max(e.end for e in events if e.kind == "comm")   # after every gradient arrived
+    # one rank alone copies nothing into buckets
+    alone = {e.label: e.end - e.start for e in _mlp_step(laptop_preset(cal, 1), dp=1).timeline.events(0)}
+    assert alone[backward] == pytest.approx(2e6 * 4 * 2 / bandwidth)
+
+
+def test_gpu_presets_and_uncalibrated_laptops_keep_the_compute_only_mlp():
+    from course_lib.sim import PRESETS
+    for preset in (PRESETS["h100"], laptop_preset(calibration())):
+        labels = {e.label for e in _mlp_step(preset).timeline.events(0)}
+        assert not any("(memory)" in label for label in labels), labels

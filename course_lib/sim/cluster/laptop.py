@@ -6,11 +6,12 @@ what the measurements mean:
 - ``Calibration``: the measured numbers. gloo's all-reduce link (latency and bandwidth fitted on
   gloo's own collective, timed as every measuring cell times it), gloo's point-to-point link as a
   Python ``dist.send``/``dist.recv`` sees it (its latency apart from the collective's), the cost of
-  one Python-level message issued back to back (``message_overhead``), and one process's matmul
-  FLOP/s alone and while ``world_size`` processes multiply at once (how many cores the ranks share).
-- ``compute_slowdown``: how much slower each rank computes when ``ranks`` processes run at once: the
-  measured factor at the calibrated rank count, ``ranks / cores`` beyond it (cores measured, not
-  assumed).
+  one Python-level message issued back to back (``message_overhead``), one process's matmul
+  FLOP/s alone and while ``world_size`` processes multiply at once (how many cores the ranks share),
+  and one process's streaming memory bandwidth alone and while all stream at once.
+- ``compute_slowdown`` (and ``stream_slowdown`` for memory): how much slower each rank computes
+  (streams) when ``ranks`` processes run at once: the measured factor at the calibrated rank count,
+  ``ranks / cores`` beyond it (cores measured, not assumed).
 - ``laptop_preset(calibration, ranks)``: the calibrated machine as a ``HardwarePreset`` for ``ranks``
   processes, the laptop preset the simulator runs predictions on.
 - ``fit_cores`` and ``fit_message_overhead``: the two model parts read off recorded timelines (one
@@ -33,7 +34,7 @@ from .hardware import HardwarePreset
 
 __all__ = ["Calibration", "WITHIN", "breakdown_lines", "compute_slowdown", "fit_cores", "fit_error",
            "fit_link", "fit_message_overhead", "lane_breakdown", "laptop_preset", "prediction_line",
-           "python_all_reduce_time", "python_message_time", "within"]
+           "python_all_reduce_time", "python_message_time", "stream_slowdown", "within"]
 
 # A prediction is right when measured / predicted lands in this range (issue 39, DESIGN.md: "within 1.5x").
 WITHIN = (0.67, 1.5)
@@ -53,6 +54,10 @@ class Calibration:
     memory_bytes: float = 8e9     # the machine's memory
     cpu_share: float = 1.0        # smallest share of the wall clock a rank spent on a CPU, all spinning
     notes: dict = field(default_factory=dict, compare=False)   # the raw figures, for the source line
+    # Bytes/s one process streams through memory (a float32 add over arrays far larger than the caches)
+    # alone, and while world_size processes stream at once; None where not measured.
+    bandwidth_alone: float | None = None
+    bandwidth_together: float | None = None
 
     @property
     def cores(self) -> float:
@@ -72,6 +77,20 @@ def compute_slowdown(calibration: Calibration, ranks: int) -> float:
     return max(1.0, ranks / calibration.cores)
 
 
+def stream_slowdown(calibration: Calibration, ranks: int) -> float:
+    """``compute_slowdown`` for memory traffic: how many times longer streaming the same bytes takes on
+    each of ``ranks`` processes at once than on one alone (the memory channels shared, as measured)."""
+    alone, together = calibration.bandwidth_alone, calibration.bandwidth_together
+    if alone is None or together is None:
+        raise ValueError("this calibration has no memory bandwidth measured: run calibrate() again")
+    if ranks <= 1:
+        return 1.0
+    measured = max(1.0, alone / together)
+    if ranks == calibration.world_size:
+        return measured
+    return max(1.0, ranks * measured / calibration.world_size)
+
+
 def laptop_preset(calibration: Calibration, ranks: int | None = None) -> HardwarePreset:
     """The calibrated machine as a simulator preset for ``ranks`` processes (the calibrated count
     unless given): each rank's FLOP/s slowed by ``compute_slowdown``, the links gloo's collective link
@@ -85,12 +104,17 @@ def laptop_preset(calibration: Calibration, ranks: int | None = None) -> Hardwar
               f"{calibration.message_overhead * 1e6:.3g} us per message; matmul "
               f"{calibration.flops_alone / 1e9:.3g} GFLOP/s alone, {calibration.cores:.2g} cores shared, "
               f"so {slowdown:.2f}x slower on each of {ranks} ranks")
+    bandwidth = None
+    if calibration.bandwidth_alone is not None and calibration.bandwidth_together is not None:
+        bandwidth = calibration.bandwidth_alone / stream_slowdown(calibration, ranks)
+        source += (f"; memory {calibration.bandwidth_alone / 1e9:.3g} GB/s streamed alone, "
+                   f"{bandwidth / 1e9:.3g} each")
     if calibration.notes.get("extra"):
         source += "; " + calibration.notes["extra"]
     return HardwarePreset(name=f"this machine ({ranks} gloo ranks)", flops=calibration.flops_alone / slowdown,
                           memory_bytes=calibration.memory_bytes / max(1, ranks), intra_node=link,
                           inter_node=link, source=source, segments_in_flight=calibration.segments_in_flight,
-                          calibration=calibration)
+                          memory_bandwidth=bandwidth, calibration=calibration)
 
 
 def python_message_time(calibration: Calibration, nbytes: float) -> float:

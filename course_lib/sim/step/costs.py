@@ -116,14 +116,53 @@ class CostModel:
         return flops / self.flops
 
     def _mlp_layer(self, index: int) -> Block:
-        """One layer of an MLPSpec: its product forward, twice that backward."""
+        """One layer of an MLPSpec: its product forward, twice that backward; on a measured CPU (the
+        laptop preset, ``preset.calibration``) also the bytes its weights and gradients stream through
+        memory (``_streamed_mlp_seconds``)."""
         model = self.config.model
         weights = model.sizes[index] * model.sizes[index + 1]
         block = Block(f"layer {index}", float(model.layer_params(index)))
         t = self._seconds(2 * weights * self.tokens)
-        block.fwd_time = _append(block.fwd, 0.0, t, "compute", f"layer {index}")
-        block.bwd_time = _append(block.bwd, 0.0, 2 * t, "compute", f"layer {index} grad")
+        read, written = self._streamed_mlp_seconds(weights)
+        t_fwd = _append(block.fwd, 0.0, t, "compute", f"layer {index}")
+        block.fwd_time = _append(block.fwd, t_fwd, read, "compute", f"layer {index} weights read (memory)")
+        t_bwd = _append(block.bwd, 0.0, 2 * t, "compute", f"layer {index} grad")
+        block.bwd_time = _append(block.bwd, t_bwd, written, "compute",
+                                 f"layer {index} weights read, gradient written (memory)")
         return block
+
+    def _streams_through_memory(self) -> bool:
+        """Whether memory traffic is charged beside the MLP's matmuls: only on a measured CPU, where one
+        core both streams and multiplies, so the two add (course_lib.sim.cluster.laptop). The GPU
+        presets keep the compute-only MLP the chapters use."""
+        preset = self.cluster.preset
+        return preset.calibration is not None and preset.memory_bandwidth is not None
+
+    def _streamed_mlp_seconds(self, weights: int) -> tuple[float, float]:
+        """(forward, backward) seconds of one MLP layer's weight and gradient bytes at the measured
+        memory bandwidth: the forward reads the weights; the backward reads them again (for the input's
+        gradient) and writes the weight gradient, which torch DDP then copies into its all-reduce bucket
+        and back (2 copies, each a read and a write: the ``gradient_as_bucket_view`` docstring of
+        torch/nn/parallel/distributed.py says the flag "avoids the overhead of copying between gradients
+        and allreduce communication buckets")."""
+        if not self._streams_through_memory():
+            return 0.0, 0.0
+        c, bandwidth = self.config, self.cluster.preset.memory_bandwidth
+        ddp_copies = 4 if c.dp * c.cp > 1 and c.zero_stage == 0 else 0
+        forward = weights * c.param_bytes
+        backward = weights * (c.param_bytes + (1 + ddp_copies) * c.grad_bytes)
+        return forward / bandwidth, backward / bandwidth
+
+    def update_seconds(self, params: float) -> float:
+        """Seconds of the optimizer update of ``params`` on a measured CPU: the parameters read and
+        written, the gradients read, the optimizer state read and written, at the measured bandwidth
+        (plain SGD keeps no state: ``optimizer_bytes=0``). Elsewhere 0: the GPU presets leave the update
+        out (it streams a few ms at most beside steps of hundreds)."""
+        if not self._streams_through_memory():
+            return 0.0
+        c = self.config
+        moved = params * (2 * c.param_bytes + c.grad_bytes + 2 * c.optimizer_bytes)
+        return moved / self.cluster.preset.memory_bandwidth
 
     def _layer(self, index: int) -> Block:
         c, model = self.config, self.config.model

@@ -130,11 +130,19 @@ def lower_stage(stage: int, placed: list, costs) -> list:
 
 
 def _after_last_op(stage: int, costs, stream: _CommStream, pending_total: float, t_clock: float) -> None:
-    """The step's end: gradients not yet synchronised (no overlap), then ZeRO-1/2's parameter all-gather."""
+    """The step's end: gradients not yet synchronised (no overlap), the optimizer update where the preset
+    charges it (a measured CPU: ``costs.update_seconds``, once every gradient has arrived), then ZeRO-1/2's
+    parameter all-gather."""
     c = costs.config
     sync_op = "all_reduce" if c.zero_stage == 0 else "reduce_scatter"
     if pending_total > 0:
         stream.launch(sync_op, pending_total, t_clock, f"DP {sync_op} gradients")
+    updated = _stage_param_bytes(stage, costs) / c.param_bytes   # ZeRO: each device updates its shard
+    update = costs.update_seconds(updated / costs.shard_degree if c.zero_stage >= 1 else updated)
+    if update > 0:
+        start = max(stream.clock, t_clock)
+        stream.events.append(span(start, start + update, "compute", "optimizer update (memory)"))
+        t_clock = start + update
     if c.zero_stage in (1, 2) and not c.overlap_param_gather:
         stream.launch("all_gather", _stage_param_bytes(stage, costs), max(stream.clock, t_clock),
                       "ZeRO all-gather updated parameters")
