@@ -31,12 +31,14 @@ PR_SET_NO_NEW_PRIVS = 38
 # The environment variable through which a grading process hands its policy to its children.
 POLICY_ENV = "COURSE_GRADING_SANDBOX"
 # What of the grader's environment student code still sees: the course's own settings, how to find
-# Python, Jupyter and the course, the locale, and the knobs of torch's threads and devices. Everything
-# else (an instructor's tokens, Slurm's job variables, pytest's PYTEST_CURRENT_TEST, which turns off
-# ipykernel's capture of fd 1 and 2) stays with the grader.
-KEPT_NAMES = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "CUDA_VISIBLE_DEVICES",
-                        "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PYTHONUNBUFFERED"})
-KEPT_PREFIXES = ("COURSE_", "JUPYTER_", "LC_", "OMP_", "MKL_", "NCCL_", "GLOO_")
+# and load Python, Jupyter and the course (an HPC module's Python needs its LD_LIBRARY_PATH), the locale,
+# and the knobs of torch's threads and devices. Everything else (an instructor's tokens, Slurm's job
+# variables, pytest's PYTEST_CURRENT_TEST, which turns off ipykernel's capture of fd 1 and 2) stays with
+# the grader.
+KEPT_NAMES = frozenset({"PATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "TZ", "TERM", "MPLBACKEND",
+                        "CUDA_VISIBLE_DEVICES", "PYTHONHOME", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE",
+                        "PYTHONHASHSEED", "PYTHONUNBUFFERED"})
+KEPT_PREFIXES = ("COURSE_", "JUPYTER_", "LC_", "OMP_", "MKL_", "KMP_", "NCCL_", "GLOO_", "TORCH_")
 
 
 @dataclass
