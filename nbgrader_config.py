@@ -25,6 +25,9 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.ExecutePreprocessor.timeout = 120
 c.ExecutePreprocessor.interrupt_on_timeout = True
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+# `nbgrader collect` takes a submission's time from the file system, not from the name and timestamp.txt
+# the student's own `nbgrader submit` wrote (docs/grading.md, "What a hostile student tries").
+c.ExchangeFactory.collect = "course_lib.grading.autograder.exchange_collect.TrustedCollect"
 
 # The grading run's settings (course_lib.grading.settings reads them; nbgrader ignores them): where the
 # instructor-only hidden checks are (searched in order), the registry of the test cells the isolated judge

@@ -17,10 +17,12 @@ import pwd
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import nbformat
 import pytest
+from nbgrader.utils import parse_utc
 
 from autograde_tests.support import probe_course
 from course_lib.grading.autograder import class_run, fixtures
@@ -88,7 +90,22 @@ def shared_area():
     shutil.rmtree(area, ignore_errors=True)
 
 
+FORGED = datetime(2020, 1, 1, 9, 0)   # a time long before any due date
+
+
+def _forge_an_early_submission(exchange: Path) -> str:
+    """What a late student can do to the submission they own: rename its inbound folder to an early time
+    and write that time into its timestamp.txt. Returns the forged folder's name."""
+    inbound = next((exchange / COURSE_ID / "inbound").iterdir())
+    student, assignment, _, rest = inbound.name.split("+", 3)
+    forged = inbound.with_name(f"{student}+{assignment}+{FORGED} UTC+{rest}")
+    inbound.rename(forged)
+    (forged / "timestamp.txt").write_text(f"{FORGED} UTC")
+    return forged.name
+
+
 def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area, students_venv):
+    started = datetime.now(UTC).replace(tzinfo=None)
     course = probe_course.build(tmp_path / "course")
     shutil.copy(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
     (course / "grading").mkdir(mode=0o700)  # the gradebook's folder, as `make grade` makes it
@@ -109,8 +126,15 @@ def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area, 
         shutil.chown(fetched, student)
         _nbgrader(home, exchange, "submit", "probe", user=student, python=student_python)
 
-    _nbgrader(course, exchange, "collect", "probe")
+    forged = _forge_an_early_submission(exchange)
+    collected = _nbgrader(course, exchange, "collect", "probe")
     assert sorted(p.name for p in (course / "grading" / "submitted").iterdir()) == sorted(students)
+    # the time is when the files last changed, not the name or timestamp.txt the student wrote
+    for student in students:
+        stamp = course / "grading" / "submitted" / student / "probe" / "timestamp.txt"
+        received = parse_utc(stamp.read_text())
+        assert received >= started - timedelta(seconds=2), (student, received, started)
+    assert f"its name says {FORGED}" in collected and forged in collected
     run = class_run.GradingRun(course_root=course, jobs=2, cell_timeout=30, stream=io.StringIO(),
                                **probe_course.PROBE_SETTINGS,
                                policy=SandboxPolicy(uid=62200, gid=62200),
