@@ -33,6 +33,7 @@ from .timing_harness import (
     _repeated,
     back_to_back,
     interleaved_medians,
+    interleaved_times,
     per_call_medians,
 )
 
@@ -46,6 +47,12 @@ MATMUL_SIZE, MATMULS_PER_TIMING = 256, 64
 # The memory block: float32 c = a + b over arrays of 2**23 floats (32 MiB each, far beyond any cache),
 # twice: what a rank's optimizer update and gradient copies stream, about 10 ms on one core.
 STREAM_FLOATS, STREAMS_PER_TIMING = 1 << 23, 2
+# A ring of tiny Python send/recv messages on CROWDED_FACTOR x the calibrated ranks: what one step of a
+# Python ring costs when the ranks outnumber the cores. It is not the ping-pong's latency times the
+# crowding: on the course's 2-core virtual machine 4 such ranks took 1.5 to 3 ms a step while 4 ranks held
+# on one core took 0.2 ms (a rank woken on another virtual CPU waits for it to be scheduled), so it is
+# measured, not derived. Steps per timed block:
+CROWDED_FACTOR, CROWDED_STEPS = 2, 8
 # gloo's ring all-reduce cuts every chunk into segments of at most 1 MiB (kMaxSegmentSize in
 # gloo/allreduce.h), at least two per chunk.
 GLOO_SEGMENT_BYTES = 1 << 20
@@ -126,6 +133,26 @@ def _measure(rank: int, world_size: int, sizes, repetitions: int) -> dict:
             "message_blocks": [message_block], "messages_per_block": MESSAGES_PER_BLOCK,
             "compute_alone": alone, "compute_together": together,
             "block_flops": 2 * MATMUL_SIZE**3 * MATMULS_PER_TIMING, "cpu_share": _cpu_share(repetitions)}
+
+
+def _crowded_ring(rank: int, world_size: int, repetitions: int) -> float:
+    """Mean seconds of one step of a Python ring of 4-byte messages (each rank sends to its right
+    neighbour and receives from its left, even ranks sending first), the slowest rank's."""
+    message = torch.zeros(1)
+    right, left = (rank + 1) % world_size, (rank - 1) % world_size
+
+    def steps():
+        for _ in range(CROWDED_STEPS):
+            if rank % 2 == 0:
+                dist.send(message, right)
+                dist.recv(message, left)
+            else:
+                dist.recv(message, left)
+                dist.send(message, right)
+
+    # the mean, not the median: a step here takes 0.1 ms or 4 ms depending on where the scheduler puts the
+    # ranks, and a training epoch pays the steps' sum
+    return interleaved_times([steps], repetitions, summary=statistics.mean)[0] / CROWDED_STEPS
 
 
 def _cpu_share(repetitions: int) -> float:
@@ -227,6 +254,7 @@ def calibration_from(data: dict, world_size: int, segments_in_flight: int | None
                        point_to_point=point_to_point, message_overhead=fit_message_overhead(messages),
                        segments_in_flight=in_flight, memory_bytes=_physical_memory(), cpu_share=share,
                        notes={"extra": f"each rank on a CPU {share:.0%} of the time while all spun"},
+                       crowded_ranks=data.get("crowded_ranks"), crowded_step=data.get("crowded_step"),
                        **bandwidth)
 
 
@@ -253,6 +281,8 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITI
       at once: one process's FLOP/s and how many cores the ranks really share.
     - a block of float32 adds over 32 MiB arrays, alone and on all ranks at once: the memory bandwidth
       one process streams and how it is shared (what an optimizer update or a gradient copy runs at).
+    - a ring of 4-byte Python send/recv messages on ``CROWDED_FACTOR`` x ``world_size`` ranks: what one
+      step of a Python ring costs when the ranks outnumber the cores.
 
     ``measurements`` (a dict from ``measure``) skips the measuring. ``segments_in_flight`` (1 or 2)
     fits the all-reduce with that model of gloo's ring instead of the better-fitting one: the model
@@ -281,4 +311,6 @@ def measure(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITION
     if len(sizes) < 2 or min(sizes) < 4:
         raise ValueError("sizes must list two or more message sizes in bytes, each at least 4")
     rank_zero = run_ranks(_measure, world_size, sizes, repetitions, timeout=timeout)[0]
-    return {"sizes": sizes, **rank_zero}
+    crowded = CROWDED_FACTOR * world_size
+    crowded_step = run_ranks(_crowded_ring, crowded, repetitions, timeout=timeout)[0]
+    return {"sizes": sizes, **rank_zero, "crowded_ranks": crowded, "crowded_step": crowded_step}

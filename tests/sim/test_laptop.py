@@ -17,6 +17,7 @@ from course_lib.sim.cluster.laptop import (
     laptop_preset,
     prediction_line,
     python_all_reduce_time,
+    python_hop_time,
     python_message_time,
     stream_slowdown,
     within,
@@ -181,3 +182,17 @@ def test_gpu_presets_and_uncalibrated_laptops_keep_the_compute_only_mlp():
     for preset in (PRESETS["h100"], laptop_preset(calibration())):
         labels = {e.label for e in _mlp_step(preset).timeline.events(0)}
         assert not any("(memory)" in label for label in labels), labels
+
+
+def test_a_python_hop_costs_the_measured_crowded_step_once_the_ranks_outnumber_the_cores():
+    # 4 ranks on 2 cores took 1.5 ms a ring step where a ping-pong took 60 us: measured, not stretched
+    cal = dataclasses.replace(calibration(world_size=2, cores=2.0), point_to_point=Link(6e-5, 2.5e9),
+                              crowded_ranks=4, crowded_step=1.5e-3)
+    assert python_hop_time(cal, 2) == pytest.approx(6e-5)                 # each rank has a core
+    assert python_hop_time(cal, 4) == pytest.approx(1.5e-3)
+    assert python_hop_time(cal, 3) == pytest.approx(1.5e-3 * 3 / 4)
+    ring = python_all_reduce_time(cal, 400, 4, "ring")
+    assert ring == pytest.approx(6 * (1.5e-3 + 100 / 2.5e9))
+    # not measured (an older calibration): the latency stretched like compute, as before
+    older = calibration(world_size=2, cores=2.0)
+    assert python_hop_time(older, 4) == pytest.approx(older.point_to_point.latency * 2)

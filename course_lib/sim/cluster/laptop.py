@@ -34,7 +34,7 @@ from .hardware import HardwarePreset
 
 __all__ = ["Calibration", "WITHIN", "breakdown_lines", "compute_slowdown", "fit_cores", "fit_error",
            "fit_link", "fit_message_overhead", "lane_breakdown", "laptop_preset", "prediction_line",
-           "python_all_reduce_time", "python_message_time", "stream_slowdown", "within"]
+           "python_all_reduce_time", "python_hop_time", "python_message_time", "stream_slowdown", "within"]
 
 # A prediction is right when measured / predicted lands in this range (issue 39, DESIGN.md: "within 1.5x").
 WITHIN = (0.67, 1.5)
@@ -58,6 +58,11 @@ class Calibration:
     # alone, and while world_size processes stream at once; None where not measured.
     bandwidth_alone: float | None = None
     bandwidth_together: float | None = None
+    # Seconds of one step of a Python ring of tiny messages (send right, receive left) on crowded_ranks
+    # processes, more than the cores: what a waiting rank costs when the ranks take turns; None where
+    # not measured.
+    crowded_ranks: int | None = None
+    crowded_step: float | None = None
 
     @property
     def cores(self) -> float:
@@ -131,19 +136,32 @@ def python_all_reduce_time(calibration: Calibration, nbytes: float, ranks: int,
     pays the point-to-point latency. ``parameter_server``: rank 0 receives N-1 full messages and sends
     N-1 back; the senders all send at once, so after the first message of each phase has paid its
     latency the others are already there and cost rank 0 one Python-level message each (the
-    per-message cost) plus their bytes. When the ranks outnumber the cores, a message's latency is
-    stretched like compute (its receiver waits for a core, ``compute_slowdown``).
+    per-message cost) plus their bytes. Each wait for a message is ``python_hop_time``: when the ranks
+    outnumber the cores, the measured step of a crowded ring.
     """
     n = int(ranks)
     if n <= 1:
         return 0.0
-    link, stretch = calibration.point_to_point, compute_slowdown(calibration, n)
+    link, hop = calibration.point_to_point, python_hop_time(calibration, n)
     if algorithm == "ring":
-        return 2 * (n - 1) * (link.latency * stretch + nbytes / n / link.bandwidth)
+        return 2 * (n - 1) * (hop + nbytes / n / link.bandwidth)
     if algorithm == "parameter_server":
         queued = (n - 2) * calibration.message_overhead
-        return 2 * (link.latency * stretch + queued + (n - 1) * nbytes / link.bandwidth)
+        return 2 * (hop + queued + (n - 1) * nbytes / link.bandwidth)
     raise ValueError(f"algorithm must be 'ring' or 'parameter_server', got {algorithm!r}")
+
+
+def python_hop_time(calibration: Calibration, ranks: int) -> float:
+    """Seconds a rank waits for a tiny Python message from a neighbour that sends it at once, on ``ranks``
+    processes of this machine: the point-to-point latency while every rank has a core; once the ranks
+    outnumber the cores, the measured step of the crowded ring (``crowded_step``, in proportion to the
+    ranks), or without that measurement the latency stretched like compute (``compute_slowdown``)."""
+    latency = calibration.point_to_point.latency
+    if ranks <= calibration.cores + 0.5:   # every rank keeps a core (cores is a measured, fractional count)
+        return latency
+    if calibration.crowded_step is None:
+        return latency * compute_slowdown(calibration, ranks)
+    return max(latency, calibration.crowded_step * ranks / calibration.crowded_ranks)
 
 
 # -- fitting the model's parts from recorded timelines ---------------------------------------------
