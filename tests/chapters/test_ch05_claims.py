@@ -126,3 +126,23 @@ def test_the_measured_pipeline_says_whether_it_is_hop_bound():
     text = " ".join(c.source for c in _cells())
     assert "so that\ncompute, not Python, dominates each op" not in text
     assert '"hop-bound" if hop > statistics.median(t_forward)' in _code("trace = both.save_perfetto(")
+
+
+def test_problem_b_with_flashattention_1f1b_misses_by_a_few_gb_not_by_hundreds():
+    """Review ch05 #1: without stored scores (FlashAttention, https://arxiv.org/abs/2205.14135) 1F1B's stage
+    0 is borderline; stored scores would multiply a layer's activations about fivefold."""
+    model = sim.LLAMA3_405B
+    per_layer = sim.activation_memory_per_layer(model, micro_batch=1, tp=8, sequence_parallel=True)
+    unfused = sim.activation_memory_per_layer(model, micro_batch=1, tp=8, sequence_parallel=True,
+                                              attention="unfused")
+    first = sim.ends_lighter(model.layers, 16)[0]
+    cluster = sim.make_cluster(nodes=128, gpus_per_node=8, preset="h100")
+    report = sim.simulate_training_step(model, cluster, microbatches=64, schedule="1f1b", tp=8, pp=16, dp=8,
+                                        zero_stage=1, recompute="full", sequence_parallel=True)
+    state = report.memory_per_stage[0]
+    states = state.parameters + state.gradients + state.optimizer_states + state.buffers
+    over = 16 * first * per_layer + states - sim.H100.usable_memory
+    assert 0 < over < 10e9                               # "1F1B by a few GB"
+    assert unfused / per_layer > 4
+    text = " ".join(c.source for c in _cells() if c.cell_type == "markdown")
+    assert "GPipe by far and 1F1B by a few GB" in text

@@ -107,3 +107,15 @@ def test_sequence_parallel_uses_torch_2_13s_collective_names():
     assert "def all_gather_single(" in c10d and "def reduce_scatter_single(" in c10d
     source = " ".join(c.source for c in _cells())
     assert "all_gather_into_tensor(" not in source and "reduce_scatter_tensor(" not in source
+
+
+def test_the_compute_rate_is_the_measured_gemm_not_an_assumed_75_percent():
+    """Review ch06 #4: the rate is MEASURED_GEMM (device, date and script named), printed as measured
+    (NVIDIA's H100 data sheet gives the 989 TFLOP/s dense BF16 peak:
+    https://www.nvidia.com/en-us/data-center/h100/)."""
+    from course_lib.sim.cluster.presets import MEASURED_GEMM
+
+    assert MEASURED_GEMM.flops == sim.H100.flops == 710e12 and MEASURED_GEMM.peak_flops == 989e12
+    text = _text()
+    assert "median 710 of 989 TFLOP/s" in text and "`MEASURED_GEMM`" in text
+    assert "75% of the H100's dense BF16 peak (a large GEMM's efficiency)" not in text
