@@ -34,6 +34,7 @@ def _run_part_cases(rank, world_size, students, cases, seed):
             model = students["SequenceParallelMLP"].resolve()(full.norm, full.up, full.down)
         else:
             model = students["parallelize_block"].resolve()(full)
+            model = full if model is None else model          # a block changed in place counts too
         x.requires_grad_(True)
         with record_traffic() as forward_log:
             out = model(x)
