@@ -17,6 +17,7 @@ EXERCISES = (
     "ch05_zero_bubble",
     "ch06_tensor_parallel",
     "ch06_vocab_loss",
+    "ch06_sequence_parallel",
     "ch07_zero",
     "ch07_optimizer",
     "ch07_fsdp",

@@ -114,6 +114,9 @@ CHAPTERS = (
     Chapter("05_pipeline_parallel", "pipeline", "zero_bubble", student_prefix="zb_"),
     Chapter("06_tensor_parallel", "tp", "tensor_parallel"),
     Chapter("06_tensor_parallel", "tp", "vocab_parallel", student_prefix="vocab_"),
+    # The block and sequence-parallel part: its fixtures are all checked directly
+    # (tests/chapters/test_ch06_sequence_parallel_fixtures.py).
+    Chapter("06_tensor_parallel", "tp", "sequence_parallel", answers="over_solution", student_prefix="sp_"),
     # A long lesson, and ten hidden checks run twice (in the notebook and in the judge).
     Chapter("07_zero_fsdp", "zero", "zero", answers="over_solution", cell_timeout=LONG_LESSON_S),
     # The lesson and the capstone train on 4 and 8 ranks.

@@ -15,16 +15,17 @@ Test cells of solutions/06_tensor_parallel/06_tensor_parallel.ipynb, their point
   test_row_parallel_linear                 3    check_row_parallel_linear_hidden(RowParallelLinear)
   test_tensor_parallel_mlp                 2    check_tensor_parallel_mlp_hidden(Column.., Row..)
   test_tensor_parallel_mlp_traffic         2    check_tensor_parallel_mlp_traffic_hidden(Column.., Row..)
-  test_tensor_parallel_block               2    check_tensor_parallel_block_hidden(Column.., Row..)
                                           --
-                                          15
+                                          13
+
+(The whole transformer block, its splits chosen by the student, is graded in ch06_sequence_parallel.py.)
 
 What each one demands (every check fails if the code raises or hangs):
 - shards: on every rank, a layer made of the column shard gives that rank's slice of the output
   features; the row shards, fed their slices of the input features, sum (plus the whole bias, returned
   once) to the layer's output; an optimizer step on a shard leaves the layer as it was (new tensors, not
   views); a size that does not divide by N raises ValueError.
-- layers, MLP, block: on every rank the output, the input gradient and every parameter gradient equal
+- layers, MLP: on every rank the output, the input gradient and every parameter gradient equal
   the unsharded model's (for a sharded parameter: the local layer's gradient on this rank's activations).
 - traffic: on 2, 3 and 4 ranks exactly one all_reduce of the MLP's output bytes in forward and one of
   its input gradient's in backward, and no other collective (values are not judged here).
@@ -50,8 +51,7 @@ WORLD_SIZES = (4, 2, 1, 3)          # the usual case first, so a wrong layer fai
 SHARD_WORLD_SIZES = (1, 2, 3, 4, 8)
 TIMEOUT_S = 20                      # per run of one world size; a correct layer needs well under 1 s
 POINTS = {"test_shard_columns": 2, "test_shard_rows": 2, "test_column_parallel_linear": 2,
-          "test_row_parallel_linear": 3, "test_tensor_parallel_mlp": 2, "test_tensor_parallel_mlp_traffic": 2,
-          "test_tensor_parallel_block": 2}
+          "test_row_parallel_linear": 3, "test_tensor_parallel_mlp": 2, "test_tensor_parallel_mlp_traffic": 2}
 
 
 def hidden_cases(kind: str, world_size: int, rng: random.Random) -> list[LayerCase]:
@@ -124,12 +124,6 @@ def check_tensor_parallel_mlp_traffic_hidden(ColumnParallelLinear, RowParallelLi
     fail_with(_with_seed(problems, seed), "the tensor-parallel MLP does not communicate like Megatron's")
 
 
-def check_tensor_parallel_block_hidden(ColumnParallelLinear, RowParallelLinear) -> None:  # noqa: N803
-    """Attention (q, k, v column, out row) and MLP of a transformer block equal the unsharded block."""
-    problems, seed = _layer_problems(_pair(ColumnParallelLinear, RowParallelLinear), "block", value_problems)
-    fail_with(_with_seed(problems, seed), "the tensor-parallel transformer block is wrong on hidden cases")
-
-
 EXERCISE = Exercise(
     "ch06_tensor_parallel", "06_tensor_parallel",
     answers=("shard_columns", "shard_rows", "ColumnParallelLinear", "RowParallelLinear"),
@@ -144,6 +138,4 @@ ROWS = {
         check_tensor_parallel_mlp_hidden, ("ColumnParallelLinear", "RowParallelLinear")),
     "test_tensor_parallel_mlp_traffic": (
         check_tensor_parallel_mlp_traffic_hidden, ("ColumnParallelLinear", "RowParallelLinear")),
-    "test_tensor_parallel_block": (
-        check_tensor_parallel_block_hidden, ("ColumnParallelLinear", "RowParallelLinear")),
 }

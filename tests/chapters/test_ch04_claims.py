@@ -72,3 +72,48 @@ def test_a_stage_boundary_carries_134_mb_a_small_share_of_a_stages_forward_on_nv
     nvlink, infiniband = h100.intra_node.transfer_time(boundary), h100.inter_node.transfer_time(boundary)
     assert round(nvlink * 1e3, 2) == 0.30 and round(infiniband * 1e3, 2) == 2.70
     assert nvlink / forward < 0.005 and infiniband / forward < 0.03
+
+
+# --- the 11-28 review's findings (activation count and 1F1B's memory: https://arxiv.org/abs/2205.05198) ---
+
+def _ch04_text() -> str:
+    from pathlib import Path
+
+    import nbformat
+
+    notebook = Path(__file__).resolve().parents[2] / "solutions" / "04_model_parallel"
+    return " ".join(c.source for c in nbformat.read(str(notebook / "04_model_parallel.ipynb"),
+                                                    as_version=4).cells)
+
+
+def test_27_stages_hold_with_one_micro_batch_in_flight_and_none_fits_under_1f1b():
+    """Review ch04 #1: under 1F1B stage 0 holds S micro-batches of L/S layers, the whole model's activations
+    for one micro-batch (Korthikanti et al. 2022, section 4.2.3), however many stages."""
+    held = []
+    for stages in (16, 27, 80):
+        memory = sim.memory_per_device(sim.LLAMA3_70B, pp=stages, recompute="selective", preset="h100",
+                                       schedule="1f1b", microbatches=2 * stages)
+        held.append(max(m.activations for m in memory))
+        assert not all(m.fits for m in memory)
+    whole = sim.LLAMA3_70B.layers * sim.activation_memory_per_layer(sim.LLAMA3_70B, 1, recompute="selective")
+    assert all(abs(h - whole) < 0.02 * whole for h in held)
+    text = _ch04_text()
+    assert "One sequence *in flight*: naive model\nparallelism" in text
+    assert "And under 1F1B (chapter 05)" in text
+
+
+def test_the_activation_count_names_its_formula_and_flashattentions_effect():
+    """Review ch04 #2: Korthikanti's Table 2, the course's extension, FlashAttention (no scores stored)."""
+    fused = sim.activation_memory_per_layer(sim.LLAMA3_70B, 1)
+    unfused = sim.activation_memory_per_layer(sim.LLAMA3_70B, 1, attention="unfused")
+    assert round(unfused / fused) == 5
+    text = _ch04_text()
+    assert "https://arxiv.org/abs/2205.05198" in text and "https://arxiv.org/abs/2205.14135" in text
+    assert "would multiply them by about 5" in text
+
+
+def test_problem_4_says_what_its_flops_leave_out_and_the_megatron_pairing_is_named():
+    """Review ch04 #3 and #7 (Megatron-LM: https://arxiv.org/abs/1909.08053, section 3)."""
+    text = _ch04_text()
+    assert "the\n   attention scores' own FLOPs not counted" in text
+    assert "needs one all-reduce per MLP block, not one per layer (chapter 06)" in text

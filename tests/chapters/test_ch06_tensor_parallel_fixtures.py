@@ -45,7 +45,6 @@ TEST_CELLS = {
         "test_row_parallel_linear": (("RowParallelLinear",), ch06.check_row_parallel_linear_hidden),
         "test_tensor_parallel_mlp": (PAIR, ch06.check_tensor_parallel_mlp_hidden),
         "test_tensor_parallel_mlp_traffic": (PAIR, ch06.check_tensor_parallel_mlp_traffic_hidden),
-        "test_tensor_parallel_block": (PAIR, ch06.check_tensor_parallel_block_hidden),
     },
     "vocab_parallel": {
         "test_vocab_parallel_loss_values": (LOSS, ch06_vocab.check_vocab_parallel_loss_values_hidden),
@@ -54,6 +53,7 @@ TEST_CELLS = {
     },
 }
 POINTS = {**ch06.POINTS, **ch06_vocab.POINTS}
+NOTEBOOK_POINTS = {**POINTS, **instructor_checks("ch06_sequence_parallel").POINTS}   # and the block, SP
 CASES = [(folder, name) for folder in TEST_CELLS
          for name in json.loads((FIXTURES / folder / "expected_scores.json").read_text())["fixtures"]]
 REFUSED = {"trains_through_parallelize_module": "from torch.distributed.tensor, which this exercise refuses",
@@ -85,7 +85,7 @@ def _cells():
 def test_points_tables_match_the_notebook_and_the_fixture_tables():
     graded = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
               for c in _cells() if c.metadata.get("nbgrader", {}).get("grade")}
-    assert graded == POINTS
+    assert graded == NOTEBOOK_POINTS
     for folder, cells in TEST_CELLS.items():
         table = expected(folder)
         assert table["max_points"] == table["solution"] == {g: graded[g] for g in cells}, folder
@@ -108,7 +108,6 @@ def test_the_grading_paragraphs_state_the_notebooks_points():
               "test_column_parallel_linear": "({} for column,", "test_row_parallel_linear": "{} for row,",
               "test_tensor_parallel_mlp": "then the MLP ({}:",
               "test_tensor_parallel_mlp_traffic": "its traffic ({}:",
-              "test_tensor_parallel_block": "a transformer block ({}:",
               "test_vocab_parallel_loss_values": "the loss ({})",
               "test_vocab_parallel_loss_gradients": "every rank's gradient ({})",
               "test_vocab_parallel_loss_traffic": "the traffic ({}):"}

@@ -105,12 +105,6 @@ def check_tensor_parallel_mlp_traffic(ColumnParallelLinear, RowParallelLinear) -
           "forward and one backward, on 2 and 4 ranks")
 
 
-def check_tensor_parallel_block(ColumnParallelLinear, RowParallelLinear) -> None:  # noqa: N803
-    """Visible test: a transformer block with q, k, v, up column- and out, down row-parallel."""
-    students = students_of(ColumnParallelLinear=ColumnParallelLinear, RowParallelLinear=RowParallelLinear)
-    _check_values(students, "block", "the tensor-parallel transformer block")
-
-
 def megatron_mlp_plan() -> dict:
     """DTensor's plan for the MLP: ``up`` split by output features, ``down`` by input features."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
