@@ -12,8 +12,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from .calibrate import interleaved_medians
 from .runner import run_ranks
+from .timing_harness import interleaved_medians
 
 
 def make_wide_mlp(widths, seed: int = 0) -> nn.Sequential:

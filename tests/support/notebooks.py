@@ -13,6 +13,8 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
+from course_lib.viz.worked_answer import SHOW_ANSWERS_ENV
+
 COURSE_KERNEL = "distributed-course"
 
 
@@ -29,12 +31,20 @@ def execute_notebook(path: Path, cell_timeout: float = 120, total_timeout: float
     client = NotebookClient(notebook, timeout=cell_timeout, kernel_name=kernel_name,
                             resources={"metadata": {"path": str(path.parent)}})
     started = time.perf_counter()
+    # the course's own runs check the Problems' worked answers, so they run at once, not on a button press
+    answers_before = os.environ.get(SHOW_ANSWERS_ENV)
+    os.environ[SHOW_ANSWERS_ENV] = "1"
     try:
         client.execute()
     except CellTimeoutError as error:
         raise NotebookFailed(f"{path.name}: a cell ran longer than {cell_timeout} s\n{error}") from None
     except CellExecutionError as error:
         raise NotebookFailed(f"{path.name}: a cell raised an error\n{error}") from None
+    finally:
+        if answers_before is None:
+            os.environ.pop(SHOW_ANSWERS_ENV, None)
+        else:
+            os.environ[SHOW_ANSWERS_ENV] = answers_before
     elapsed = time.perf_counter() - started
     if elapsed > total_timeout:
         raise NotebookFailed(f"{path.name} took {elapsed:.0f} s, over its budget of {total_timeout:.0f} s: "

@@ -1,0 +1,159 @@
+"""What calibrate() times on its ranks: a ping-pong, blocks of Python messages, a matmul block and a
+memory-streaming block alone and on every rank at once, the CPU share while all spin, and a crowded ring.
+
+Each function runs inside the ranks (``run_ranks``); ``course_lib.dist.calibration`` fits what they return.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+from .timing_harness import (
+    _all_reduce_block,
+    _repeated,
+    back_to_back,
+    interleaved_medians,
+    interleaved_times,
+    per_call_medians,
+)
+
+# Python-level messages issued back to back per timed block (the per-message cost).
+MESSAGES_PER_BLOCK = 32
+# The compute block: float32 256x256 matmuls, 64 of them (about 10 ms on one core): long beside the
+# scheduler's time slice, so on a shared machine it measures the share of a core a rank really gets.
+MATMUL_SIZE, MATMULS_PER_TIMING = 256, 64
+# The memory block: float32 c = a + b over arrays of 2**23 floats (32 MiB each, far beyond any cache),
+# twice: what a rank's optimizer update and gradient copies stream, about 10 ms on one core.
+STREAM_FLOATS, STREAMS_PER_TIMING = 1 << 23, 2
+# A ring of tiny Python send/recv messages on CROWDED_FACTOR x the calibrated ranks: what one step of a
+# Python ring costs when the ranks outnumber the cores. It is not the ping-pong's latency times the
+# crowding: on the course's 2-core virtual machine 4 such ranks took 1.5 to 3 ms a step while 4 ranks held
+# on one core took 0.2 ms (a rank woken on another virtual CPU waits for it to be scheduled), so it is
+# measured, not derived. Steps per timed block:
+CROWDED_FACTOR, CROWDED_STEPS = 2, 8
+# A rank that gets at least this share of the wall clock on a CPU while all spin together runs at once
+# with the others; the share is measured over CPU_SHARE_SPIN_SECONDS of spinning.
+RANKS_AT_ONCE_SHARE, CPU_SHARE_SPIN_SECONDS = 0.75, 0.02
+
+
+def _ping_pong(rank: int, nbytes: int):
+    """Half a round trip between ranks 0 and 1 (times 2 is what gets timed); the other ranks wait."""
+    buffer = torch.zeros(max(1, nbytes // 4))
+
+    def round_trip():
+        if rank == 0:
+            dist.send(buffer, 1)
+            dist.recv(buffer, 1)
+        elif rank == 1:
+            dist.recv(buffer, 0)
+            dist.send(buffer, 0)
+
+    return round_trip
+
+
+def _message_block(rank: int, world_size: int):
+    """``MESSAGES_PER_BLOCK`` 4-byte messages to the right neighbour and as many from the left, every
+    isend/irecv issued from Python at once and then waited: what a message costs beyond its latency."""
+    outgoing, incoming = torch.zeros(MESSAGES_PER_BLOCK, 1), torch.zeros(MESSAGES_PER_BLOCK, 1)
+    right, left = (rank + 1) % world_size, (rank - 1) % world_size
+
+    def block():
+        works = []
+        for piece in range(MESSAGES_PER_BLOCK):
+            works += [dist.irecv(incoming[piece], left), dist.isend(outgoing[piece], right)]
+        for work in works:
+            work.wait()
+
+    return block
+
+
+def _alone_and_together(rank: int, world_size: int, repetitions: int,
+                        block) -> tuple[list[float], list[list[float]]]:
+    """Seconds of ``block`` on rank 0 alone (the other ranks wait at a barrier), then on every rank at
+    once: (rank 0's alone, each rank's together), ``repetitions`` of each after a warm-up."""
+    block()
+    alone = []
+    for _ in range(repetitions):
+        dist.barrier()
+        if rank == 0:
+            start = time.perf_counter()
+            block()
+            alone.append(time.perf_counter() - start)
+        dist.barrier()
+    together = []
+    for _ in range(repetitions):
+        dist.barrier()
+        start = time.perf_counter()
+        block()
+        together.append(time.perf_counter() - start)
+    lanes = [None] * world_size
+    dist.all_gather_object(lanes, together)
+    return alone, lanes
+
+
+def _measure(rank: int, world_size: int, sizes, repetitions: int) -> dict:
+    all_reduce = per_call_medians([_all_reduce_block(n) for n in sizes], repetitions)
+    ping_pong = per_call_medians([back_to_back(_ping_pong(rank, n), n) for n in sizes], repetitions)
+    message_block = interleaved_medians([_message_block(rank, world_size)], repetitions)[0]
+    alone, together = _alone_and_together(rank, world_size, repetitions, _matmuls())
+    stream_alone, stream_together = _alone_and_together(rank, world_size, repetitions, _streams())
+    return {"stream_alone": stream_alone, "stream_together": stream_together,
+            "block_bytes": 3 * 4 * STREAM_FLOATS * STREAMS_PER_TIMING,
+            "all_reduce": all_reduce, "ping_pong": [t / 2 for t in ping_pong],
+            "message_blocks": [message_block], "messages_per_block": MESSAGES_PER_BLOCK,
+            "compute_alone": alone, "compute_together": together,
+            "block_flops": 2 * MATMUL_SIZE**3 * MATMULS_PER_TIMING, "cpu_share": _cpu_share(repetitions)}
+
+
+def _crowded_ring(rank: int, world_size: int, repetitions: int) -> float:
+    """Mean seconds of one step of a Python ring of 4-byte messages (each rank sends to its right
+    neighbour and receives from its left, even ranks sending first), the slowest rank's."""
+    message = torch.zeros(1)
+    right, left = (rank + 1) % world_size, (rank - 1) % world_size
+
+    def steps():
+        for _ in range(CROWDED_STEPS):
+            if rank % 2 == 0:
+                dist.send(message, right)
+                dist.recv(message, left)
+            else:
+                dist.recv(message, left)
+                dist.send(message, right)
+
+    # the mean, not the median: a step here takes 0.1 ms or 4 ms depending on where the scheduler puts the
+    # ranks, and a training epoch pays the steps' sum
+    return interleaved_times([steps], repetitions, summary=statistics.mean)[0] / CROWDED_STEPS
+
+
+def _cpu_share(repetitions: int) -> float:
+    """Median over ``repetitions`` of the smallest share of the wall clock that a rank spent on a CPU
+    while all ranks spun at once for ``CPU_SHARE_SPIN_SECONDS``: about 1 when every rank has a
+    hardware thread of its own, 1/2 when two ranks take turns on one."""
+    shares = []
+    for _ in range(repetitions):
+        dist.barrier()
+        wall, cpu = time.perf_counter(), time.process_time()
+        while time.perf_counter() - wall < CPU_SHARE_SPIN_SECONDS:
+            pass
+        share = torch.tensor([(time.process_time() - cpu) / (time.perf_counter() - wall)])
+        dist.all_reduce(share, op=dist.ReduceOp.MIN)
+        shares.append(share.item())
+    return statistics.median(shares)
+
+
+def _matmuls():
+    """A few float32 matmuls back to back: long enough that the skew of the barrier before each
+    timing is small beside them."""
+    x, y = torch.randn(MATMUL_SIZE, MATMUL_SIZE), torch.randn(MATMUL_SIZE, MATMUL_SIZE)
+    return _repeated(lambda: x @ y, MATMULS_PER_TIMING)
+
+
+def _streams():
+    """``STREAMS_PER_TIMING`` float32 adds c = a + b over arrays far larger than the caches: 3 x 4 bytes
+    per float each (two read, one written), what memory-bound updates and copies move."""
+    a, b, c = torch.ones(STREAM_FLOATS), torch.ones(STREAM_FLOATS), torch.empty(STREAM_FLOATS)
+    return _repeated(lambda: torch.add(a, b, out=c), STREAMS_PER_TIMING)
