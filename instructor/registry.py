@@ -25,6 +25,7 @@ EXERCISES = (
     "ch08_capstone",
     "ch09_checkpoint",
     "ch10_ring_attention",
+    "ch10_ring_backward",
     "ch11_expert_parallel",
 )
 CHECKS = ExerciseRegistry(EXERCISES)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +90,95 @@ def test_section_8_against_torchtitan():
     published_fall = TORCHTITAN[32768][2] / TORCHTITAN[262144][2]
     simulated_fall = published_fall * ratio[32768] / ratio[262144]
     assert published_fall > 2 * simulated_fall                                 # "more than twice as steeply"
+
+
+# --- issue 44 and the 11-28 review: the ring's backward, CP's full cost, the limits, torch's defaults ---
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "solutions" / "10_context_parallel" / \
+    "10_context_parallel.ipynb"
+
+
+def _text() -> str:
+    return "\n".join("".join(cell["source"]) for cell in json.loads(NOTEBOOK.read_text())["cells"])
+
+
+def test_the_backward_costs_about_twice_the_forwards_bytes_and_five_products_a_block():
+    from course_lib.grading.checks.ch10_ring_attention.judge import kv_bytes
+    from course_lib.grading.checks.ch10_ring_attention.ranks import AttentionCase
+    from course_lib.grading.checks.ch10_ring_backward.judge import BACKWARD_PRODUCTS, backward_bytes
+
+    case = AttentionCase(1, 8, 1024, 128)
+    for n in (4, 16, 64):
+        forward = (n - 1) * kv_bytes(case)
+        assert backward_bytes(case, n) == (2 * n - 1) * kv_bytes(case)     # N-1 of K, V and N of dK, dV
+        assert 2 <= backward_bytes(case, n) / forward <= 2.34              # "about twice its bytes"
+    assert BACKWARD_PRODUCTS == 2.5                                        # five products against two
+    text = _text()
+    assert "reduction of the weights' gradients over the CP group" in text  # CP's full cost
+
+
+def test_tensor_parallel_limit_is_stated_with_the_kv_heads():
+    assert sim.LLAMA3_405B.kv_heads == 8
+    text = _text()
+    assert "cannot go further than 8" not in text and "only 8\nkey/value heads" in text
+
+
+def test_ulysses_bytes_and_memory_hold_only_with_enough_kv_heads():
+    enough = {m: sim.context_parallel_cost(m, 64, 4, 8, 16, kv_heads=8) for m in sim.CP_METHODS}
+    assert enough["ulysses"].sent_bytes == enough["ring"].sent_bytes / 2        # (8 + 8) / (4 x 8)
+    assert enough["ulysses"].kv_held_bytes == enough["ring"].kv_held_bytes / 2  # one chunk's worth
+    few = {m: sim.context_parallel_cost(m, 131072, 16, 16, 128, kv_heads=1) for m in sim.CP_METHODS}
+    assert few["ulysses"].sent_bytes == 2 * few["ring"].sent_bytes               # "about twice the ring's"
+    assert few["ulysses"].kv_held_bytes == few["all_gather"].kv_held_bytes       # "as much as the all-gather"
+    assert "**only when $H_{kv} \\ge N$**" in _text()
+
+
+def test_torch_rotates_by_all_gather_by_default():
+    from torch.distributed.tensor.experimental._context_parallel import _attention
+
+    assert _attention._cp_options.rotate_method == _attention._RotateMethod.ALL_GATHER
+    text = _text()
+    assert "_cp_options.rotate_method = _RotateMethod.ALL_GATHER" in text
+    assert "torchtitan/blob/d4c86e3/docs/performance.md" in text       # the table's commit
+    assert "torchtitan/blob/9dec370/torchtitan/config_manager.py" in text   # the measured version
+    assert "the ring, as torch's CP is" not in text and "45 s" not in text
+
+
+def test_the_simulator_gives_the_all_gather_within_one_percent_of_the_ring_on_torchtitans_layouts():
+    node = sim.make_cluster(1, 8, preset=replace(sim.H100, memory_bytes=96e9))
+    for seq_len, (dp, cp, _) in TORCHTITAN.items():
+        tps = [sim.simulate_training_step(replace(sim.LLAMA3_8B, seq_len=seq_len), node, dp=dp, cp=cp,
+                                          zero_stage=3, global_batch=dp, recompute="full", cp_method=method,
+                                          check_memory=False).tokens_per_second
+               for method in ("all_gather", "ring")]
+        assert abs(tps[0] / tps[1] - 1) < 0.01                        # "differ by under 1%"
+
+
+def test_document_masks_unbalance_zigzag_and_torchs_per_document_balancer_fixes_it():
+    from torch.distributed.tensor.experimental._context_parallel._load_balancer import (
+        _PerDocumentHeadTailLoadBalancer,
+    )
+
+    from course_lib.sim.document_masks import document_work
+
+    documents = [4096, 1024, 1024, 1024, 1024]
+    zigzag, per_document = document_work(documents, 4, False), document_work(documents, 4, True)
+    assert round(max(zigzag) / (sum(zigzag) / 4), 1) == 1.6 and round(max(zigzag) / min(zigzag)) == 4
+    assert max(per_document) == min(per_document) and sum(per_document) == sum(zigzag)
+    # torch's balancer reorders each document head-and-tail: pieces r and 2N-1-r of it, for r = 0..N-1
+    small, n = [16, 8, 8], 2
+    order = _PerDocumentHeadTailLoadBalancer([small], n, "cpu")._generate_indices()[0].tolist()
+    start, want = 0, []
+    for length in small:
+        piece = length // (2 * n)
+        for rank in range(n):
+            for head in (rank, 2 * n - 1 - rank):
+                want += range(start + head * piece, start + (head + 1) * piece)
+        start += length
+    assert order == want
+
+
+def test_the_ring_timeline_prints_its_prediction_and_its_lanes():
+    text = _text()
+    assert 'sim.prediction_line("10", "your ring attention on 4 ranks"' in text
+    assert "sim.breakdown_lines(measured_ring)" in text
