@@ -123,15 +123,17 @@ def test_points_match_the_notebook_the_registry_and_the_fixture_table():
     from course_lib.grading import instructor_checks
     from instructor.registry import CHECKS
 
-    hidden = instructor_checks("ch10_ring_attention")
+    # the chapter's two exercises: the forward (with its overlap) and the backward
+    points = {name: value for exercise in ("ch10_ring_attention", "ch10_ring_backward")
+              for name, value in instructor_checks(exercise).POINTS.items()}
     cells = nbformat.read(str(SOLUTION), as_version=4).cells
     graded = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
               for c in cells if c.metadata.get("nbgrader", {}).get("grade")}
-    assert graded == hidden.POINTS == EXPECTED["max_points"] == EXPECTED["solution"]
+    assert graded == points == EXPECTED["max_points"] == EXPECTED["solution"]
     assert {gid for (chapter, gid) in CHECKS if chapter == "10_context_parallel"} == set(graded)
     assert sorted(p.stem for p in FIXTURES.glob("*.py")) == sorted(EXPECTED["fixtures"])
     text = " ".join(" ".join(c.source for c in cells).split())
-    for phrase in ("(15 points)", "zig-zag positions (1)", "without a mask (3)", "contiguous chunks (3)",
+    for phrase in ("(17 points)", "zig-zag positions (1)", "without a mask (3)", "contiguous chunks (3)",
                    "zig-zag layout (2)", "traffic and memory (2)", "skipped work (2", "large scores (2)"):
         assert phrase in text, phrase
 
