@@ -16,7 +16,14 @@ import platform
 
 import torch
 
-from course_lib.dist import calibrate, compare_all_reduce, compare_ddp_step
+from course_lib.dist import (
+    calibrate,
+    compare_all_reduce,
+    compare_ddp_step,
+    compare_fed_back,
+    fed_back_cluster,
+    measure_all_reduce,
+)
 from course_lib.sim import WITHIN
 
 
@@ -41,8 +48,17 @@ def collectives_gloo_ring(world_size):
     return comparison
 
 
+def cluster_bus_bandwidth():
+    """Chapter 09, cells 25-29: gloo's all-reduce at 1 .. 8 MiB on 2 ranks, fitted (Theil-Sen) and fed
+    back as a simulated cluster, predicting 16 and 32 MiB, with 8 MiB again as the control."""
+    fit_sizes = [1 << 20, 1 << 21, 1 << 22, 1 << 23]
+    fit_times = measure_all_reduce(2, fit_sizes, repetitions=7)
+    cluster = fed_back_cluster(fit_sizes, fit_times, 2)
+    return compare_fed_back("09", cluster, 2, [1 << 24, 1 << 25], control=(fit_sizes[-1], fit_times[-1]))
+
+
 COMPARISONS = [orientation_all_reduce, orientation_ddp_step,
-               collectives_gloo_ring(2), collectives_gloo_ring(3)]
+               collectives_gloo_ring(2), collectives_gloo_ring(3), cluster_bus_bandwidth]
 
 
 def main() -> None:
