@@ -6,11 +6,14 @@ Test cells of solutions/08_nd_parallelism/08_nd_parallelism.ipynb, their points,
   test_capstone_groups     2    check_capstone_groups_hidden(capstone_groups)
   test_build_stage         2    check_build_stage_hidden(build_stage)
   test_capstone_loss       4    check_capstone_loss_hidden(capstone_groups, build_stage, capstone_step)
+  test_layout_fits         2    check_layout_fits_hidden(capstone_layout)
+  test_layout_fast         3    check_layout_fast_hidden(capstone_layout)
 
 The expected groups are enumerated here (ch08_mesh.enumerate_layout), never in course_lib. The loss runs on
 an asymmetric mesh (4 data-parallel replicas, 2 stages, no tensor parallelism) whose data follows torch's
-own mesh, so tensor- and data-parallel groups swapped fail. Student code runs only in children, under the
-capstone's Refusal. The expected points of known-wrong submissions:
+own mesh, so tensor- and data-parallel groups swapped fail. The layout is judged on other jobs: smaller
+nodes, a model that fits with data parallelism alone, a 128K vocabulary. Student code runs only in
+children, under the capstone's Refusal. The expected points of known-wrong submissions:
 autograde_tests/fixtures/capstone/expected_scores.json.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import math
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.checks.ch08_capstone.layout import VISIBLE_JOBS, check_layout_fast, check_layout_fits
 from course_lib.grading.checks.ch08_capstone.visible import (
     PIECE_OF_DIMENSION,
     REFUSAL,
@@ -34,6 +38,9 @@ HIDDEN_MESHES = [((2, 2, 2), ("dp", "tp", "pp")), ((2, 2, 2), ("pp", "tp", "dp")
                  ((4, 1, 2), ("dp", "pp", "tp")), ((1, 1, 1), ("pp", "dp", "tp")),
                  ((3, 2, 2), ("tp", "dp", "pp"))]
 LOSS_MESH = ((2, 4, 1), ("pp", "dp", "tp"))
+# (layers, hidden, heads, seq_len, vocab, nodes, gpus_per_node, global_batch), beside the visible two
+HIDDEN_JOBS = VISIBLE_JOBS + ((32, 4096, 32, 4096, 32000, 4, 4, 64), (24, 2048, 16, 2048, 32000, 4, 4, 64),
+                              (48, 6144, 48, 4096, 50000, 2, 8, 64), (80, 8192, 64, 8192, 128256, 8, 8, 128))
 
 
 def check_capstone_groups_hidden(capstone_groups) -> None:
@@ -68,13 +75,25 @@ def check_capstone_loss_hidden(capstone_groups, build_stage, capstone_step) -> N
         raise AssertionError(f"(data seed {seed}) {error}") from None
 
 
-POINTS = {"test_capstone_groups": 2, "test_build_stage": 2, "test_capstone_loss": 4}
+def check_layout_fits_hidden(capstone_layout) -> None:
+    check_layout_fits(capstone_layout, jobs=HIDDEN_JOBS)
+
+
+def check_layout_fast_hidden(capstone_layout) -> None:
+    check_layout_fast(capstone_layout, jobs=HIDDEN_JOBS)
+
+
+POINTS = {"test_capstone_groups": 2, "test_build_stage": 2, "test_capstone_loss": 4, "test_layout_fits": 2,
+          "test_layout_fast": 3}
 EXERCISE = Exercise(
-    "ch08_capstone", "08_nd_parallelism", answers=("capstone_groups", "build_stage", "capstone_step"),
+    "ch08_capstone", "08_nd_parallelism",
+    answers=("capstone_groups", "build_stage", "capstone_step", "capstone_layout"),
     points=POINTS, fixtures="capstone", refusals=(REFUSAL,))
 # grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
 ROWS = {
     "test_capstone_groups": (check_capstone_groups_hidden, ("capstone_groups",)),
     "test_build_stage": (check_build_stage_hidden, ("build_stage",)),
     "test_capstone_loss": (check_capstone_loss_hidden, ("capstone_groups", "build_stage", "capstone_step")),
+    "test_layout_fits": (check_layout_fits_hidden, ("capstone_layout",)),
+    "test_layout_fast": (check_layout_fast_hidden, ("capstone_layout",)),
 }

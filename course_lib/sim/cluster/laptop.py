@@ -17,6 +17,8 @@ what the measurements mean:
 - ``fit_cores`` and ``fit_message_overhead``: the two model parts read off recorded timelines (one
   lane per process, compute or comm spans), which is how ``calibrate()`` computes them and how the
   unit tests hold them without a clock.
+- ``fit_line`` and ``fed_back_link``: chapter 09's bus-bandwidth fit (Theil-Sen: time against size) and
+  the link that makes the simulator's 2-rank ring pass through it (latency intercept/2, bandwidth 1/slope).
 - ``lane_breakdown`` and ``prediction_line``: the one line every predict-then-measure cell prints, and
   the per-lane split (compute, waiting, transfer) of a recorded timeline it shows when the ratio falls
   outside ``WITHIN``.
@@ -32,9 +34,10 @@ from ..network.links import Link
 from ..timeline import Timeline
 from .hardware import HardwarePreset
 
-__all__ = ["Calibration", "WITHIN", "breakdown_lines", "compute_slowdown", "fit_cores", "fit_error",
-           "fit_link", "fit_message_overhead", "lane_breakdown", "laptop_preset", "prediction_line",
-           "python_all_reduce_time", "python_hop_time", "python_message_time", "stream_slowdown", "within"]
+__all__ = ["Calibration", "WITHIN", "breakdown_lines", "compute_slowdown", "fed_back_link", "fit_cores",
+           "fit_error", "fit_line", "fit_link", "fit_message_overhead", "lane_breakdown", "laptop_preset",
+           "prediction_line", "python_all_reduce_time", "python_hop_time", "python_message_time",
+           "stream_slowdown", "within"]
 
 # A prediction is right when measured / predicted lands in this range (issue 39, DESIGN.md: "within 1.5x").
 WITHIN = (0.67, 1.5)
@@ -215,6 +218,24 @@ def fit_link(sizes, seconds, model) -> Link:
         centre_a, centre_b = min(grid, key=lambda p: error(*p))
         width /= 8
     return Link(latency=math.exp(centre_a), bandwidth=math.exp(centre_b))
+
+
+def fit_line(sizes, seconds) -> tuple[float, float]:
+    """(intercept, slope) of time against size, fitted robustly (Theil-Sen): the slope is the median of
+    the slopes between every pair of points, the intercept the median of what each point leaves over,
+    so one point slowed by someone else's work cannot move the line."""
+    points = list(zip(sizes, seconds, strict=True))
+    if len(points) < 2:
+        raise ValueError("fit_line needs two or more (size, seconds) pairs")
+    slope = statistics.median((y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points)
+                              for x2, y2 in points[i + 1:] if x2 != x1)
+    return statistics.median(y - slope * x for x, y in points), slope
+
+
+def fed_back_link(intercept: float, slope: float) -> Link:
+    """The link whose 2-rank ring all-reduce, 2 latency + S / bandwidth, is the fitted line (chapter 09):
+    latency intercept / 2 (at least 1 us: a noisy fit can put the intercept below 0), bandwidth 1 / slope."""
+    return Link(latency=max(intercept / 2, 1e-6), bandwidth=1 / slope)
 
 
 # -- what a predict-then-measure cell prints ---------------------------------------------------------
