@@ -199,3 +199,9 @@ def test_a_bias_on_sigmoid_scores_does_not_choose_as_the_same_bias_on_logits():
     scores = torch.sigmoid(torch.randn(5, 8, generator=torch.Generator().manual_seed(0)))
     top = scores.topk(2, dim=-1).values
     assert torch.allclose((top / top.sum(-1, keepdim=True)).sum(-1), torch.ones(5))
+
+
+def test_the_leaning_router_prints_issue_39s_prediction_line_and_its_lanes_when_off():
+    code = "\n".join(_cells("code"))
+    assert 'prediction_line("11", "leaning-router MoE layer", measured_s, predicted_s)' in code
+    assert "if not within(measured_s / predicted_s):" in code and "breakdown_lines(real[3.0])" in code
