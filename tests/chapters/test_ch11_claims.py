@@ -120,3 +120,88 @@ def test_the_only_expert_parallel_code_in_torch_is_a_test_helper_that_gathers_ev
     assert "all-gather tokens so every rank sees all tokens" in " ".join(source[299:305])
     with pytest.raises(ImportError, match="expecttest"):
         importlib.import_module("torch.testing._internal.distributed._tensor.common_dtensor")
+
+
+# The 11-28 review's chapter 11 findings and issue 44's "Also", asserted on the solution notebook's prose
+NOTEBOOK = (Path(__file__).resolve().parents[2] / "solutions" / "11_expert_parallel"
+            / "11_expert_parallel.ipynb")
+
+
+def _cells(kind: str) -> list[str]:
+    import json
+
+    return ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == kind]
+
+
+def _prose() -> str:
+    return " ".join(" ".join(_cells("markdown")).split())
+
+
+def test_no_mfu_is_labelled_published_and_the_derived_one_says_so():
+    printed = [line for cell in _cells("code") for line in cell.splitlines() if "MFU" in line]
+    assert printed and not any("published" in line.lower() for line in printed)
+    assert any("derived from the report's GPU-hours" in line for line in printed)
+    assert "The report prints no MFU" in _prose()
+
+
+def test_180k_gpu_hours_is_wall_clock_over_the_whole_pre_training():
+    prose = _prose()
+    assert "180K is **wall-clock** time over the whole pre-training" in prose
+    clock = sim.wall_clock_hours(RUN)               # the ramp and the effective-training share add time
+    assert clock.steady < clock.with_ramp < clock.wall_clock
+    assert clock.share < 1 and "Llama 3" in clock.share_source
+
+
+def test_4096_tokens_per_gpu_is_labelled_the_courses_assumption():
+    assert "4,096 tokens per GPU, the course's assumption" in _prose()
+    assert "report gives no micro-batch size" in _prose()
+
+
+def test_the_report_states_the_link_bandwidths_it_does_not_measure_them():
+    prose = _prose()
+    assert "as the report measures them" not in prose
+    assert "as the report states them" in prose
+
+
+def test_the_summary_says_what_the_cells_show_about_the_wait():
+    prose = _prose()
+    assert "shows the same wait as the measurement" not in prose
+    assert "measured CPU time per rank splits as the simulator's layer timeline predicts" in prose
+    assert "measured wall clock does not show the simulator's wait" in prose
+
+
+def test_deepep_and_megatron_cores_token_dispatchers_are_named_with_sources():
+    prose = _prose()
+    for needle in ("**DeepEP**", "https://github.com/deepseek-ai/DeepEP", "`allgather`", "`alltoall`",
+                   "`flex`", "core.transformer.moe.token_dispatcher.html", "torchtitan/distributed/deepep/"):
+        assert needle in prose, needle
+
+
+def test_production_moe_is_dropless_and_gshard_gives_first_choices_priority():
+    prose = _prose()
+    assert "Production MoE today is **dropless**" in prose and "arXiv:2211.15841" in prose
+    assert '"No Token-Dropping"' in prose
+    assert "every token's first choice is placed before any token's second choice" in prose
+
+
+def test_deepseek_v3_gates_are_sigmoids_normalised_over_the_top_k_with_a_shared_expert_and_a_sequence_loss():
+    prose = _prose()
+    assert "**sigmoids**" in prose and "**shared expert**" in prose
+    assert "**sequence-wise balance loss**" in prose and "\\alpha = 0.0001" in prose
+    assert "The bias changes no loss" in prose and "changes no loss: each expert" not in prose
+
+
+def test_a_bias_on_sigmoid_scores_does_not_choose_as_the_same_bias_on_logits():
+    # "the top k of sigma(u) + b is not the top k of u + b": logits 4 and 1, bias 0.5 on the second expert
+    u, b = torch.tensor([4.0, 1.0]), torch.tensor([0.0, 0.5])
+    assert (u + b).argmax().item() == 0
+    assert (torch.sigmoid(u) + b).argmax().item() == 1
+    scores = torch.sigmoid(torch.randn(5, 8, generator=torch.Generator().manual_seed(0)))
+    top = scores.topk(2, dim=-1).values
+    assert torch.allclose((top / top.sum(-1, keepdim=True)).sum(-1), torch.ones(5))
+
+
+def test_the_leaning_router_prints_issue_39s_prediction_line_and_its_lanes_when_off():
+    code = "\n".join(_cells("code"))
+    assert 'prediction_line("11", "leaning-router MoE layer", measured_s, predicted_s)' in code
+    assert "if not within(measured_s / predicted_s):" in code and "breakdown_lines(real[3.0])" in code
