@@ -37,3 +37,13 @@ def test_each_gradient_is_a_graded_part_with_its_points_in_the_notebook():
 def test_the_problems_answers_are_printed_only_on_request():
     [answers] = ["".join(c["source"]) for c in _cells() if c["id"] == "ch01-problems-answers"]
     assert answers.startswith("show_answers = False") and "if show_answers:" in answers
+
+
+def test_section_8s_ratio_counts_attention_in_full_and_the_input_embedding_among_the_parameters():
+    from course_lib.sim import LLAMA3_8B as llama
+
+    section = _text("what the rule leaves out is attention over the sequence")
+    assert "not halved for the causal mask" in section
+    tokens = llama.seq_len
+    assert round(llama.training_flops(tokens) / (6 * llama.num_params * tokens), 2) == 1.20
+    assert round(llama.vocab_size * llama.hidden / 1e9, 1) == 0.5                # the input embedding

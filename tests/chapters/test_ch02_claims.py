@@ -94,3 +94,12 @@ def test_the_problems_answers_are_computed_and_printed_only_on_request():
     assert sim.collective_time("all_reduce", crossover, 64, link, algorithm="ring") == pytest.approx(
         4 * 63 * alpha)
     assert sim.bus_bandwidth("all_reduce", size, 5e-3, n) == pytest.approx(350e9)
+
+
+def test_section_7_says_what_nccls_tuning_model_changes_and_that_the_bucket_cap_is_private():
+    text = "\n".join(_cells().values())
+    tuning = "https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc"
+    assert "hardly more than the ring's" not in text
+    assert f"tuning model ([`src/graph/tuning.cc`]({tuning})) rates Tree's bandwidth below" in text
+    assert "LL or LL128 protocol" in text and "upper bound for the ring" in text
+    assert "_DEFAULT_BUCKET_CAP_MB  # torch's default (MiB), private" in text
