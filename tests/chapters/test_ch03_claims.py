@@ -228,3 +228,8 @@ def test_the_problems_answers_are_printed_only_on_request():
     answers = _cells()["b963d33a"]
     assert answers.startswith("show_answers = False") and "print(" not in answers.replace(
         'print("\\n".join(answers) if show_answers else', "")
+
+
+def test_the_tables_speed_row_claims_no_measurement_it_does_not_make():
+    [row] = [line for line in "\n".join(_cells().values()).splitlines() if line.startswith("| speed |")]
+    assert "not shown here" in row and not row.endswith("| the timing below |")
