@@ -50,3 +50,16 @@ def test_each_wrong_backward_loses_exactly_its_points(fixture):
         + "\n\n".join(messages.values()))
     if fixture == "steps_the_weights":
         assert all("in place" in message for message in messages.values()), messages
+    if EXPECTED["why"][fixture].startswith("a shortcut"):  # refused, and told so plainly in every part
+        assert all("RefusedCodeError" in message for message in messages.values()), messages
+    if fixture == "uses_nn_linear":
+        assert all("torch.set_grad_enabled" in m and "backward pass by hand" in m
+                   for m in messages.values()), messages
+
+
+def test_every_part_has_at_least_four_plausible_wrong_answers():
+    """Per-gradient credit: each part is lost by four or more wrong answers that are not shortcuts."""
+    wrong = [name for name, why in EXPECTED["why"].items() if not why.startswith("a shortcut")]
+    for grade_id, points in ch01.EXERCISE.points.items():
+        losers = [name for name in wrong if EXPECTED["fixtures"][name][grade_id] < points]
+        assert len(losers) >= 4, (grade_id, losers)

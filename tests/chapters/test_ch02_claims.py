@@ -59,3 +59,47 @@ def test_section_1s_table_all_to_all_and_broadcast_as_nccl_runs_them():
     assert floor <= two.collective_time("all_to_all", size, ranks) < 1.05 * floor
     link = two.group_link(ranks)
     assert size / link.bandwidth < two.collective_time("broadcast", size, ranks) < 1.5 * size / link.bandwidth
+
+
+# Issue 41: the ring exercise states the property, not the order; the problems' answers only on request.
+NOTEBOOK = Path(__file__).resolve().parents[2] / "solutions" / "02_collectives" / "02_collectives.ipynb"
+
+
+def _cells() -> dict:
+    import json
+
+    return {cell["id"]: "".join(cell["source"]) for cell in json.loads(NOTEBOOK.read_text())["cells"]}
+
+
+def test_the_ring_exercise_states_the_property_and_leaves_the_order_to_the_student():
+    cells = _cells()
+    intro, docstring = cells["exercise-intro"], cells["ring_all_reduce"].split("### BEGIN SOLUTION")[0]
+    assert "no rank may block in a send that its neighbour is not receiving" in intro
+    assert "receiving = dist.irecv" not in intro and "Post both" not in intro
+    assert "flat contiguous buffer" not in intro and "flat contiguous buffer" not in docstring
+    assert "copy back" not in intro and "written back" not in docstring
+
+
+def test_the_problems_answers_are_computed_and_printed_only_on_request():
+    cells = _cells()
+    assert "## 8. Problems" in cells["ch02-problems"]
+    answers = cells["ch02-problems-answers"]
+    assert answers.startswith("show_answers = False") and "if show_answers:" in answers
+    # the numbers the answers print: 1.75 GB in 14 messages, the 32 MB crossover, 200 and 350 GB/s
+    n, size, alpha, bandwidth = 8, 1e9, 5e-6, 100e9
+    assert 2 * (n - 1) / n * size == 1.75e9 and 2 * (n - 1) == 14
+    link = sim.Link(latency=alpha, bandwidth=bandwidth)
+    crossover = 64 * alpha * bandwidth
+    assert crossover == pytest.approx(32e6)
+    assert sim.collective_time("all_reduce", crossover, 64, link, algorithm="ring") == pytest.approx(
+        4 * 63 * alpha)
+    assert sim.bus_bandwidth("all_reduce", size, 5e-3, n) == pytest.approx(350e9)
+
+
+def test_section_7_says_what_nccls_tuning_model_changes_and_that_the_bucket_cap_is_private():
+    text = "\n".join(_cells().values())
+    tuning = "https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc"
+    assert "hardly more than the ring's" not in text
+    assert f"tuning model ([`src/graph/tuning.cc`]({tuning})) rates Tree's bandwidth below" in text
+    assert "LL or LL128 protocol" in text and "upper bound for the ring" in text
+    assert "_DEFAULT_BUCKET_CAP_MB  # torch's default (MiB), private" in text

@@ -164,3 +164,72 @@ def test_section_7s_weak_scaling_at_1024_gpus_under_nccls_choice_and_the_flat_ri
     assert round(_gpt2_efficiency(1024, 1, "nccl"), 2) == 0.65
     assert round(_gpt2_efficiency(1024, 16, "ring"), 2) == 0.50
     assert round(_gpt2_efficiency(1024, 1, "ring"), 2) == 0.04
+
+
+# Issue 41: DDP's unused parameters as torch 2.13 implements them, the B_crit paragraph, answers on request.
+NOTEBOOK = Path(__file__).resolve().parents[2] / "solutions" / "03_data_parallel" / "03_data_parallel.ipynb"
+DDP_DOCS = "https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html"
+REDUCER_CPP = "https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/reducer.cpp"
+
+
+def _cells() -> dict:
+    import json
+
+    return {cell["id"]: "".join(cell["source"]) for cell in json.loads(NOTEBOOK.read_text())["cells"]}
+
+
+@pytest.mark.slow
+def test_torch_leaves_a_globally_unused_parameters_grad_untouched_and_zeroes_a_locally_unused_one():
+    """What the prose says torch does, and what the course's contract does differently (a zero)."""
+    import torch._dynamo  # noqa: F401 - DDP imports it: once here, not in every rank
+
+    from course_lib.dist import run_ranks
+
+    grads_0, grads_1 = run_ranks(_grads_with_unused_parameters, 2, timeout=60)
+    assert grads_0["never"] is None and grads_1["never"] is None          # globally unused: untouched
+    torch.testing.assert_close(grads_0["sometimes"], grads_1["sometimes"])  # used on rank 0 only:
+    assert grads_0["sometimes"] is not None                                 # averaged with rank 1's zero
+    cells = _cells()
+    assert "globally unused, we keep its grad untouched" in cells["0942c469"]
+    assert DDP_DOCS in cells["0942c469"] and REDUCER_CPP in cells["0942c469"]
+    assert "**differs from torch**" in cells["0942c469"]
+    assert all("the same order on every rank" in cells[cell] for cell in ("0942c469", "467c7a94"))
+
+
+def _grads_with_unused_parameters(rank, world_size):
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.used, self.sometimes, self.never = nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.sometimes(self.used(x)) if rank == 0 else self.used(x)
+
+    model = DistributedDataParallel(Model(), find_unused_parameters=True)
+    model(torch.randn(4, 3)).sum().backward()
+    module = model.module
+    return {"never": module.never.weight.grad, "sometimes": module.sometimes.weight.grad}
+
+
+def test_the_critical_batch_paragraph_cites_who_publishes_it_and_llama_3s_ramp():
+    text = _cells()["76e36e4a"]
+    assert "nobody" not in text
+    for source in ("https://arxiv.org/abs/2001.08361", "https://arxiv.org/abs/2401.02954",
+                   "https://arxiv.org/abs/2410.21676", "https://arxiv.org/abs/2407.21783"):
+        assert source in text
+    assert "4 M tokens a step to 8 M and then\n  16 M" in text
+
+
+def test_the_problems_answers_are_printed_only_on_request():
+    answers = _cells()["b963d33a"]
+    assert answers.startswith("show_answers = False") and "print(" not in answers.replace(
+        'print("\\n".join(answers) if show_answers else', "")
+
+
+def test_the_tables_speed_row_claims_no_measurement_it_does_not_make():
+    [row] = [line for line in "\n".join(_cells().values()).splitlines() if line.startswith("| speed |")]
+    assert "not shown here" in row and not row.endswith("| the timing below |")
