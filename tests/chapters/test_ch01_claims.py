@@ -36,7 +36,7 @@ def test_each_gradient_is_a_graded_part_with_its_points_in_the_notebook():
 
 def test_the_problems_answers_are_printed_only_on_request():
     [answers] = ["".join(c["source"]) for c in _cells() if c["id"] == "ch01-problems-answers"]
-    assert answers.startswith("show_answers = False") and "if show_answers:" in answers
+    assert answers.startswith("%%worked_answer\n")   # a button on Run All (course_lib.viz.worked_answer)
 
 
 def test_section_8s_ratio_counts_attention_in_full_and_the_input_embedding_among_the_parameters():
