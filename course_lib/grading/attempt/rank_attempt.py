@@ -89,13 +89,32 @@ class RankRun:
         return [[self.per_rank[rank][index] for rank in range(self.world_size)]
                 for index in range(len(self.cases))]
 
-    def as_records(self, record, subject: str) -> RankRun:
-        """Each rank's per-case outcomes, sent as plain dicts (what the plain transport carries), read back
-        as ``record`` (a dataclass of named fields); a rank that sent something else fails the run."""
+    @property
+    def completed(self) -> bool:
+        """Whether every rank returned (``error`` says why not)."""
+        return self.error is None
+
+    @property
+    def records(self) -> tuple:
+        """Each rank's one record, for a rank function that returns one outcome in all."""
+        return self.per_rank
+
+    def case_records(self, index: int) -> tuple:
+        """Every rank's record in case ``index``."""
+        return tuple(self.per_rank[rank][index] for rank in range(self.world_size))
+
+    def as_records(self, record, subject: str, one_per_rank: bool = False) -> RankRun:
+        """Each rank's per-case outcomes (``one_per_rank``: its one outcome), sent as plain dicts (what the
+        plain transport carries), read back as ``record`` (a dataclass of named fields); a rank that sent
+        something else fails the run."""
         if self.error:
             return self
         try:
-            per_rank = tuple(tuple(record(**outcome) for outcome in outcomes) for outcomes in self.per_rank)
+            if one_per_rank:
+                per_rank = tuple(record(**outcome) for outcome in self.per_rank)
+            else:
+                per_rank = tuple(tuple(record(**outcome) for outcome in outcomes)
+                                 for outcomes in self.per_rank)
         except TypeError as error:
             return replace(self, per_rank=(), error=f"the ranks running {subject} sent back something this "
                                                     f"check does not read: {error}")

@@ -1,0 +1,81 @@
+"""The one judge runner: a student's answer run on ranks world size after world size, read back as records.
+
+Checks only word what is wrong: this file owns the run (``run_answer``), the run-by-run loop that stops at a
+failure (``runs_until_failure``), the guard that turns a failed run into its one problem (``judging``) and
+the case-by-rank walk over what came back (``cases_of``, ``ranks_of``). A check reads records, never dicts.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, run_on_ranks
+
+
+def run_answer(rank_fn, world_size: int, *args, record, text: FailureText, timeout: float, cases=(),
+               seed: int = 0, one_per_rank: bool = False) -> RankRun:
+    """``rank_fn`` on ``world_size`` ranks within ``timeout`` seconds, its outcomes read back as ``record``.
+
+    The rank side returns one plain dict per case (``one_per_rank``: one dict in all); a run that failed,
+    hung or sent something ``record`` does not have carries its reason in words instead.
+    """
+    run = run_on_ranks(rank_fn, world_size, *args, text=text, timeout=timeout, cases=cases, seed=seed)
+    return run.as_records(record, text.subject, one_per_rank=one_per_rank)
+
+
+def runs_until_failure(run_one: Callable[[int], RankRun], world_sizes: Iterable[int]) -> list[RankRun]:
+    """``run_one(world_size)`` for each world size in turn, up to and including the first that failed: a
+    broken answer is reported once, and a hanging one does not cost the timeout on every world size."""
+    runs = []
+    for world_size in world_sizes:
+        runs.append(run_one(world_size))
+        if not runs[-1].completed:
+            break
+    return runs
+
+
+def judging(check: Callable[..., list[str]]) -> Callable[..., list[str]]:
+    """``check(run, ...)`` as a judge: a run that did not complete is its one problem (its reason, which
+    already names the rank, the error and the student's frames), so the check sees only runs that did."""
+    @functools.wraps(check)
+    def judged(run: RankRun, *args, **kwargs) -> list[str]:
+        if run.error:
+            return [run.error]
+        return check(run, *args, **kwargs)
+
+    return judged
+
+
+def failures(runs: Iterable[RankRun]) -> list[str]:
+    """The reasons of the runs that did not complete, in order."""
+    return [run.error for run in runs if run.error]
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    """One rank's record in one case, with what a problem's words need to say where it happened."""
+
+    index: int          # the case's position in the run (what expectations are rebuilt from)
+    case: Any           # the case itself (None when the ranks ran no cases)
+    rank: int
+    outcome: Any        # the record the rank sent back
+
+
+def cases_of(run: RankRun) -> Iterator[tuple[int, Any, tuple]]:
+    """(index, case, every rank's record in it) for each case of a completed run."""
+    for index, case in enumerate(run.cases):
+        yield index, case, run.case_records(index)
+
+
+def ranks_of(run: RankRun) -> Iterator[RankOutcome]:
+    """Each rank's record, case by case, rank by rank; for a run of no cases, each rank's one record."""
+    if not run.cases:
+        for rank, outcome in enumerate(run.records):
+            yield RankOutcome(0, None, rank, outcome)
+        return
+    for index, case, outcomes in cases_of(run):
+        for rank, outcome in enumerate(outcomes):
+            yield RankOutcome(index, case, rank, outcome)
