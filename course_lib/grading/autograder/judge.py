@@ -19,7 +19,7 @@ from pathlib import Path
 from course_lib.grading.attempt.refusals import LESSON_IMPORTS
 from course_lib.grading.sandbox.policy import POLICY_ENV, SandboxPolicy
 from course_lib.grading.sandbox.worker import run_tracked
-from course_lib.grading.settings import HIDDEN_CHECKS_ENV
+from course_lib.grading.settings import HIDDEN_CHECKS_ENV, code_root_for_fresh_pythons
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,8 @@ def judge_main(request_file: str, result_file: str) -> None:
 # (argv[3]: settings.code_root_for_fresh_pythons); the hidden checks and the registry are loaded from the
 # paths the request names.
 BOOTSTRAP = ("import sys; sys.argv[3] and sys.path.insert(0, sys.argv[3]); "
-             "from course_lib.grading.autograder.judge import judge_main; judge_main(sys.argv[1], sys.argv[2])")
+             "from course_lib.grading.autograder.judge import judge_main; "
+             "judge_main(sys.argv[1], sys.argv[2])")
 
 
 def run_judge(registry: Path, hidden_checks, assignment: str,
