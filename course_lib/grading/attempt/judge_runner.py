@@ -26,6 +26,17 @@ def run_answer(rank_fn, world_size: int, *args, record, text: FailureText, timeo
     return run.as_records(record, text.subject, one_per_rank=one_per_rank)
 
 
+def run_training_answer(rank_fn, world_size: int, *args, record, name: str, timeout: float, cases=(),
+                        seed: int = 0, one_per_rank: bool = False) -> RankRun:
+    """``run_answer`` for answers that train with torch.optim (chapter 07), its imports done once first."""
+    # torch.optim's first step imports torch._dynamo (seconds); import it here, once, so that forked ranks
+    # inherit it instead of each importing it against the clock of the timeout
+    import torch._dynamo  # noqa: F401
+
+    return run_answer(rank_fn, world_size, *args, record=record, text=FailureText(name), timeout=timeout,
+                      cases=cases, seed=seed, one_per_rank=one_per_rank)
+
+
 def runs_until_failure(run_one: Callable[[int], RankRun], world_sizes: Iterable[int]) -> list[RankRun]:
     """``run_one(world_size)`` for each world size in turn, up to and including the first that failed: a
     broken answer is reported once, and a hanging one does not cost the timeout on every world size."""

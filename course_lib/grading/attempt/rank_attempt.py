@@ -96,7 +96,7 @@ class RankRun:
 
     @property
     def records(self) -> tuple:
-        """Each rank's one record, for a rank function that returns one outcome in all."""
+        """Per rank, what it sent back: its one record, or (a rank function of cases) its records by case."""
         return self.per_rank
 
     def case_records(self, index: int) -> tuple:
@@ -154,15 +154,6 @@ def run_on_ranks(rank_fn, world_size: int, *args, text: FailureText, timeout: fl
         reason = traceback.format_exception_only(error)[-1]
         return replace(done, error=text.crashed.format(reason=reason, **words))
     return replace(done, per_rank=tuple(per_rank))
-
-
-def attempt(rank_fn, world_size: int, *args, name: str, timeout: float) -> RankRun:
-    """Chapter 07's checks: ``run_on_ranks`` with torch.optim's imports done once, before the fork."""
-    # torch.optim's first step imports torch._dynamo (seconds); import it here, once, so that forked ranks
-    # inherit it instead of each importing it against the clock of the timeout
-    import torch._dynamo  # noqa: F401
-
-    return run_on_ranks(rank_fn, world_size, *args, text=FailureText(name), timeout=timeout)
 
 
 def fail_with(problems: list[str], what: str, limit: int = 4) -> None:
