@@ -48,16 +48,24 @@ def runs_until_failure(run_one: Callable[[int], RankRun], world_sizes: Iterable[
     return runs
 
 
-def judging(check: Callable[..., list[str]]) -> Callable[..., list[str]]:
-    """``check(run, ...)`` as a judge: a run that did not complete is its one problem (its reason, which
-    already names the rank, the error and the student's frames), so the check sees only runs that did."""
-    @functools.wraps(check)
-    def judged(run: RankRun, *args, **kwargs) -> list[str]:
-        if run.error:
-            return [run.error]
-        return check(run, *args, **kwargs)
+def judging_with(word_failure: Callable[[str], str]):
+    """``judging`` whose failed run's problem is ``word_failure(its reason)``: an exercise whose failures
+    have a likely cause the reason alone does not tell (chapter 11: gloo's reset connections)."""
+    def judging(check: Callable[..., list[str]]) -> Callable[..., list[str]]:
+        @functools.wraps(check)
+        def judged(run: RankRun, *args, **kwargs) -> list[str]:
+            if run.error:
+                return [word_failure(run.error)]
+            return check(run, *args, **kwargs)
 
-    return judged
+        return judged
+
+    return judging
+
+
+# ``check(run, ...)`` as a judge: a run that did not complete is its one problem (its reason, which already
+# names the rank, the error and the student's frames), so the check sees only runs that did.
+judging = judging_with(lambda reason: reason)
 
 
 def failures(runs: Iterable[RankRun]) -> list[str]:
