@@ -68,9 +68,18 @@ def judging_with(word_failure: Callable[[str], str]):
 judging = judging_with(lambda reason: reason)
 
 
-def failures(runs: Iterable[RankRun]) -> list[str]:
-    """The reasons of the runs that did not complete, in order."""
+def failures(runs: Iterable) -> list[str]:
+    """The reasons of the runs that did not complete, in order (RankRuns, or chapter 09's preempted runs,
+    whose reason is a failure other than the planned preemption)."""
     return [run.error for run in runs if run.error]
+
+
+def values_as(run, record, per_case: bool = False) -> dict[int, Any]:
+    """A preempted run's values (chapter 09: {rank: what it returned}, plain dicts) read back as ``record``,
+    per rank one (``per_case``: a tuple of one per case)."""
+    if per_case:
+        return {rank: tuple(record(**outcome) for outcome in value) for rank, value in run.values.items()}
+    return {rank: record(**value) for rank, value in run.values.items()}
 
 
 @dataclass(frozen=True)
