@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -59,9 +59,9 @@ def _grade(root: Path, students: dict, jobs: int, cell_timeout: int, judge_timeo
     if running_as_root() and not shutil.which("bwrap"):
         skip_or_fail("grading as root puts each student in namespaces of its own: apt-get install bubblewrap")
     log = io.StringIO()
-    run = class_run.GradingRun(course_root=root, jobs=jobs, cell_timeout=cell_timeout,
-                               cell_timeouts=cell_timeouts, judge_timeout=judge_timeout, stream=log,
-                               **probe_course.PROBE_SETTINGS, policy=SandboxPolicy(memory_bytes=3 * GiB),
+    course = replace(probe_course.PROBE_SETTINGS, cell_timeout=cell_timeout, cell_timeouts=cell_timeouts)
+    run = class_run.GradingRun(course_root=root, course=course, jobs=jobs, judge_timeout=judge_timeout,
+                               stream=log, policy=SandboxPolicy(memory_bytes=3 * GiB),
                                check_reference=False)  # each chapter's solution is a student of the class
     results = {(r.assignment, r.student): r for r in class_run.grade(run, sorted(students))}
     uids = range(run.policy.uid, run.policy.uid + len(results) + 2 * len(students))  # the preflight's too

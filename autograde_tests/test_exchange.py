@@ -17,6 +17,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -135,8 +136,8 @@ def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area, 
         received = parse_utc(stamp.read_text())
         assert received >= started - timedelta(seconds=2), (student, received, started)
     assert f"its name says {FORGED}" in collected and forged in collected
-    run = class_run.GradingRun(course_root=course, jobs=2, cell_timeout=30, stream=io.StringIO(),
-                               **probe_course.PROBE_SETTINGS,
+    run = class_run.GradingRun(course_root=course, jobs=2, stream=io.StringIO(),
+                               course=replace(probe_course.PROBE_SETTINGS, cell_timeout=30),
                                policy=SandboxPolicy(uid=62200, gid=62200),
                                check_reference=False)  # tested on its own; here the exchange is
     scores = {r.student: r.score for r in class_run.grade(run, ["probe"])}

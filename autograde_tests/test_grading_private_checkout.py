@@ -9,6 +9,7 @@ import csv
 import io
 import os
 import subprocess
+from dataclasses import replace
 
 import nbformat
 import pytest
@@ -54,8 +55,8 @@ def test_a_reference_solution_short_of_full_marks_stops_the_run_before_anyone_is
     release = probe_course.release(root)
     fixtures.write_submission(root / "grading" / "submitted" / "ada" / "probe", "probe",
                               fixtures.make_submission(release, {}))
-    run = class_run.GradingRun(course_root=root, jobs=1, cell_timeout=20, stream=io.StringIO(),
-                               **probe_course.PROBE_SETTINGS,
+    run = class_run.GradingRun(course_root=root, jobs=1, stream=io.StringIO(),
+                               course=replace(probe_course.PROBE_SETTINGS, cell_timeout=20),
                                policy=SandboxPolicy(uid=62100, gid=62100))
     with pytest.raises(GradingRefused) as refused:
         class_run.grade(run, ["probe"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -49,8 +50,8 @@ def test_interrupted_run_is_rerun_to_the_same_grades(tmp_path, monkeypatch):
     root = probe_course.build(tmp_path)
     downloads = _zips(root)
     policy = SandboxPolicy(uid=62000, gid=62000)
-    run = class_run.GradingRun(course_root=root, jobs=2, cell_timeout=20, stream=io.StringIO(),
-                               **probe_course.PROBE_SETTINGS, policy=policy,
+    run = class_run.GradingRun(course_root=root, jobs=2, stream=io.StringIO(),
+                               course=replace(probe_course.PROBE_SETTINGS, cell_timeout=20), policy=policy,
                                check_reference=False)  # "full" is the reference; its own test checks that
     finish, merged = scoring.finish, []
 

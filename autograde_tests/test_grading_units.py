@@ -240,9 +240,29 @@ def test_an_assignment_may_have_its_own_cell_timeout(tmp_path):
     from course_lib.grading.settings import read_settings
 
     (tmp_path / "nbgrader_config.py").write_text(
-        "c = get_config()\nc.ExecutePreprocessor.timeout = 60\n"
+        "c = get_config()\nc.CourseDirectory.course_id = 'hw'\nc.ExecutePreprocessor.timeout = 60\n"
         "c.CourseGrading.cell_timeouts = {'09_on_the_cluster': 300}\n")
     settings = read_settings(tmp_path)
-    assert settings.overrides()["cell_timeouts"] == {"09_on_the_cluster": 300}
-    run = GradingRun(course_root=tmp_path, **settings.overrides())
-    assert run.cell_timeout_for("09_on_the_cluster") == 300 and run.cell_timeout_for("02_collectives") == 60
+    assert settings.cell_timeouts == {"09_on_the_cluster": 300}
+    run = GradingRun(course_root=tmp_path, course=settings)
+    assert run.course.cell_timeout_for("09_on_the_cluster") == 300
+    assert run.course.cell_timeout_for("02_collectives") == 60
+
+
+def test_a_grading_run_refuses_course_settings_it_cannot_grade_with(tmp_path):
+    from dataclasses import replace
+
+    from course_lib.grading.autograder.class_run import GradingRun, checkout_settings
+    from course_lib.grading.settings import CourseSettings
+
+    with pytest.raises(ValueError, match="c.CourseDirectory.course_id"):
+        GradingRun(course_root=tmp_path, course=CourseSettings(cell_timeout=60))
+    with pytest.raises(ValueError, match="cell_timeout must be a positive number"):
+        GradingRun(course_root=tmp_path, course=replace(checkout_settings(), cell_timeout=0))
+    with pytest.raises(ValueError, match="without hidden_checks"):
+        GradingRun(course_root=tmp_path, course=replace(checkout_settings(), hidden_checks=()))
+    with pytest.raises(ValueError, match="must be a CourseSettings"):
+        GradingRun(course_root=tmp_path, course={"course_id": "x"})
+    with pytest.raises(ValueError, match="jobs must be"):
+        GradingRun(course_root=tmp_path, jobs=0)
+    assert GradingRun(course_root=tmp_path).course.course_id == "distributed-training"

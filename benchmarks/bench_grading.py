@@ -57,12 +57,12 @@ def main() -> None:
                         help="how many of the class plain nbgrader grades (same mix; it is the slow one)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args()
-    settings = read_settings(ROOT).overrides()
+    course = read_settings(ROOT)
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as scratch_dir:
         scratch = Path(scratch_dir)
         demo_root = scratch / "course"
         students = demo.write_class(ROOT, demo_root, ASSIGNMENT, args.students)
-        run = class_run.GradingRun(course_root=demo_root, jobs=args.jobs, stream=io.StringIO(), **settings)
+        run = class_run.GradingRun(course_root=demo_root, course=course, jobs=args.jobs, stream=io.StringIO())
         start = time.perf_counter()
         results = class_run.grade(run, [ASSIGNMENT])
         ours = (time.perf_counter() - start) / len(results)
@@ -72,7 +72,7 @@ def main() -> None:
         class_run.grade(run, [ASSIGNMENT])
         bare = (time.perf_counter() - start) / len(results)
         subset = students[: args.plain_students]
-        timeout = settings.get("cell_timeout", 120)
+        timeout = course.cell_timeout
         plain = plain_nbgrader_seconds(demo_root, subset, scratch, timeout) / len(subset)
     cores = os.cpu_count()
     print(f"machine: {cores} cores; class: {len(results)} submissions of {ASSIGNMENT} "

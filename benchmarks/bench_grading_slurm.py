@@ -29,7 +29,7 @@ from course_lib.grading.slurm import array_grading, array_tasks  # noqa: E402
 def seconds_per_submission(course: Path, root: Path, students: int, tasks: int) -> float:
     class_root = root / f"class-{tasks}"
     demo.write_class(course, class_root, "probe", students)
-    run = class_run.GradingRun(course_root=class_root, **probe_course.PROBE_SETTINGS,
+    run = class_run.GradingRun(course_root=class_root, course=probe_course.PROBE_SETTINGS,
                                feedback=False, check_reference=False, stream=io.StringIO())
     options = array_tasks.ArrayOptions(tasks=tasks, cpus_per_task=1, poll_seconds=0.5, max_wait_s=1800)
     start = time.perf_counter()

@@ -41,7 +41,7 @@ def graded_class(root: Path) -> class_run.GradingRun:
         "c.CourseDirectory.autograded_directory = 'grading/autograded'\n"
         "c.CourseDirectory.feedback_directory = 'grading/feedback'\n"
         f"c.CourseDirectory.db_url = 'sqlite:///{class_root / 'grading' / 'gradebook.db'}'\n")
-    run = class_run.GradingRun(course_root=class_root, **probe_course.PROBE_SETTINGS, jobs=2,
+    run = class_run.GradingRun(course_root=class_root, course=probe_course.PROBE_SETTINGS, jobs=2,
                                feedback=False, stream=io.StringIO())
     class_run.grade(run, ["probe"])
     return run

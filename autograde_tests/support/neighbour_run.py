@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from autograde_tests.support import hostile_class, probe_course
@@ -34,8 +35,8 @@ def write_probe_students(root: Path, names) -> list[str]:
 
 def grading_run(root: Path, jobs: int = 2, cell_timeout: int = 20) -> class_run.GradingRun:
     """Settings of the shared grading run (conftest.graded_class): the probe's registry, a 20 s cell."""
-    return class_run.GradingRun(course_root=root, jobs=jobs, cell_timeout=cell_timeout, judge_timeout=300,
-                                stream=io.StringIO(), **probe_course.PROBE_SETTINGS,
+    return class_run.GradingRun(course_root=root, jobs=jobs, judge_timeout=300, stream=io.StringIO(),
+                                course=replace(probe_course.PROBE_SETTINGS, cell_timeout=cell_timeout),
                                 policy=SandboxPolicy(memory_bytes=3 * GiB), check_reference=False)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -17,9 +18,10 @@ from course_lib.grading.settings import CODE_ROOT, read_settings
 
 SUPPORT = Path(__file__).resolve().parent
 COURSE = read_settings(CODE_ROOT)
-# What a grading run of the probe class is given: the course's hidden checks and registry plus the probe's.
-PROBE_SETTINGS = {"registry": SUPPORT / "probe_registry.py",
-                  "hidden_checks": (*COURSE.hidden_checks, SUPPORT / "hidden_checks")}
+# What a grading run of the probe class is given: the course's settings, with the probe's hidden checks
+# beside the course's and the probe's registry.
+PROBE_SETTINGS = replace(COURSE, registry=SUPPORT / "probe_registry.py",
+                         hidden_checks=(*COURSE.hidden_checks, SUPPORT / "hidden_checks"))
 
 KERNELSPEC = {"name": "distributed-course", "display_name": "Python 3 (distributed course)",
               "language": "python"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from course_lib.grading.autograder import class_files, class_run, demo, submissions
@@ -78,14 +79,14 @@ def _grade(run: class_run.GradingRun, args, assignments: list[str] | None) -> li
 
 
 def _run(course_root: Path, args) -> class_run.GradingRun:
-    settings = read_settings(ROOT).overrides()
+    course = read_settings(ROOT)
     if args.cell_timeout:
-        settings["cell_timeout"] = args.cell_timeout
+        course = replace(course, cell_timeout=args.cell_timeout)
     if not running_as_root():
         print("note: not running as root, so student code runs under your own user id and can read the "
               "course's files (see README.md, 'Without root')", file=sys.stderr)
     policy = SandboxPolicy(uid=args.first_uid, gid=args.first_uid)
-    return class_run.GradingRun(course_root=course_root, jobs=args.jobs, policy=policy, **settings)
+    return class_run.GradingRun(course_root=course_root, course=course, jobs=args.jobs, policy=policy)
 
 
 def main(argv: list[str] | None = None) -> int:

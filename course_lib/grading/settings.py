@@ -34,7 +34,8 @@ def code_root_for_fresh_pythons() -> str | None:
 
 @dataclass(frozen=True)
 class CourseSettings:
-    """What a grading run honours from the course's config; paths are absolute."""
+    """What a grading run honours from the course's config; paths are absolute. A setting the config does
+    not give is None (or empty): ``GradingRun`` refuses a course without an id or a cell timeout."""
 
     course_id: str | None = None
     cell_timeout: int | None = None
@@ -44,13 +45,45 @@ class CourseSettings:
     hidden_from_students: tuple[Path, ...] = ()   # more than solutions/ and grading/: e.g. wrong answers
     demo_fixtures: dict[str, Path] = field(default_factory=dict)   # assignment -> a wrong answer's file
 
-    def overrides(self) -> dict:
-        """The GradingRun fields this course sets (so the run's own defaults hold for the rest)."""
-        fields = {"course_id": self.course_id, "cell_timeout": self.cell_timeout,
-                  "cell_timeouts": self.cell_timeouts or None,
-                  "hidden_checks": self.hidden_checks or None, "registry": self.registry,
-                  "hidden_from_students": self.hidden_from_students or None}
-        return {name: value for name, value in fields.items() if value is not None}
+    def cell_timeout_for(self, assignment: str) -> int:
+        """Seconds one cell of ``assignment`` may run: its own limit where the course gives one."""
+        return self.cell_timeouts.get(assignment, self.cell_timeout)
+
+    def problems(self) -> list[str]:
+        """What keeps these settings from grading a class, each with what to change (empty: none)."""
+        problems = []
+        if not self.course_id:
+            problems.append("the course has no id: set c.CourseDirectory.course_id in its nbgrader_config.py")
+        if not (isinstance(self.cell_timeout, int) and self.cell_timeout > 0):
+            problems.append(f"cell_timeout must be a positive number of seconds "
+                            f"(c.ExecutePreprocessor.timeout in nbgrader_config.py), got "
+                            f"{self.cell_timeout!r}")
+        bad = {name: s for name, s in self.cell_timeouts.items() if not (isinstance(s, int) and s > 0)}
+        if bad:
+            problems.append(f"cell_timeouts must map assignments to positive seconds, got {bad}")
+        if self.registry is not None and not self.hidden_checks:
+            problems.append(f"a registry ({self.registry}) without hidden_checks: the isolated judge could "
+                            "not find the checks it names; give their folders "
+                            "(c.CourseGrading.hidden_checks)")
+        return problems
+
+    def to_plain(self) -> dict:
+        """These settings as JSON holds them (paths as strings); ``from_plain`` reads them back."""
+        return {"course_id": self.course_id, "cell_timeout": self.cell_timeout,
+                "cell_timeouts": dict(self.cell_timeouts),
+                "hidden_checks": [str(p) for p in self.hidden_checks],
+                "registry": str(self.registry) if self.registry else None,
+                "hidden_from_students": [str(p) for p in self.hidden_from_students],
+                "demo_fixtures": {name: str(path) for name, path in self.demo_fixtures.items()}}
+
+    @classmethod
+    def from_plain(cls, plain: dict) -> CourseSettings:
+        return cls(course_id=plain["course_id"], cell_timeout=plain["cell_timeout"],
+                   cell_timeouts=dict(plain["cell_timeouts"]),
+                   hidden_checks=tuple(Path(p) for p in plain["hidden_checks"]),
+                   registry=Path(plain["registry"]) if plain["registry"] else None,
+                   hidden_from_students=tuple(Path(p) for p in plain["hidden_from_students"]),
+                   demo_fixtures={name: Path(path) for name, path in plain["demo_fixtures"].items()})
 
 
 def read_settings(course_root: Path) -> CourseSettings:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import random
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.attempt.judge_runner import failures, runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
 from course_lib.grading.checks.ch02_ring.judge import forbidden_problems, traffic_problems, value_problems
@@ -76,13 +77,12 @@ def all_reduce_cases(world_size: int, rng: random.Random) -> list[RingCase]:
 
 def _runs(student: StudentFunction, kind: str, cases_for, seed: int) -> list:
     """One run per world size (all cases in one run_ranks call); stops at the first that raises or hangs."""
-    rng, runs = random.Random(seed), []
-    for world_size in WORLD_SIZES:
-        run = run_student(student, kind, world_size, cases_for(world_size, rng), seed, TIMEOUT_S)
-        runs.append(run)
-        if run.error:
-            break
-    return runs
+    rng = random.Random(seed)
+
+    def run_one(world_size: int):
+        return run_student(student, kind, world_size, cases_for(world_size, rng), seed, TIMEOUT_S)
+
+    return runs_until_failure(run_one, WORLD_SIZES)
 
 
 def _with_seed(problems: list[str], seed: int) -> list[str]:
@@ -145,7 +145,7 @@ def check_ring_all_reduce_no_collectives_hidden(ring_all_reduce) -> None:
 def check_ring_all_reduce_no_deadlock_hidden(ring_all_reduce) -> None:
     """No hang on any hidden case, and a correct sum of a 1 MB tensor on 4 ranks within the timeout."""
     runs, seed = _all_reduce_report(ring_all_reduce)
-    hung = [run.error for run in runs if run.hung]
+    hung = failures(run for run in runs if run.hung)
     if not hung:
         student = as_student_function(ring_all_reduce, "ring_all_reduce", refusal=REFUSAL)
         large = run_student(student, "all_reduce", 4, [RingCase((LARGE_LENGTH,), "float32")], seed, TIMEOUT_S)

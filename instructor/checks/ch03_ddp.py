@@ -42,6 +42,7 @@ The expected points of known-wrong submissions: autograde_tests/fixtures/ddp/exp
 from __future__ import annotations
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch03_ddp.buckets import bucket_problems, early_overlap_problems
@@ -74,12 +75,9 @@ def _with_seed(problems: list[str], seed: int) -> list[str]:
 
 
 def _runs(DDP, world_sizes, cases, seed, kind="train"):  # noqa: N803 - the student's class
-    student, runs = as_student_function(DDP, "DDP", refusal=REFUSAL), []
-    for world_size in world_sizes:
-        runs.append(run_student(student, world_size, cases, seed, TIMEOUT_S, kind))
-        if runs[-1].error:
-            break
-    return runs
+    student = as_student_function(DDP, "DDP", refusal=REFUSAL)
+    return runs_until_failure(
+        lambda world_size: run_student(student, world_size, cases, seed, TIMEOUT_S, kind), world_sizes)
 
 
 def _training_runs(DDP):  # noqa: N803

@@ -157,7 +157,7 @@ def check_split_stages_real_run_hidden(split_stages) -> None:
     run = _answers(student)
     case = run["real"]
     real = run_split(student, case, REAL_RUN_TIMEOUT_S)
-    problems = [real.error] if real.error else real_run_problems(case, real.per_rank)
+    problems = real_run_problems(real, case)
     fail_with([f"{p}\n  (hidden test seed {run['seed']})" for p in problems],
               "split_stages's split, run for real, does not behave as the model says", limit=2)
 

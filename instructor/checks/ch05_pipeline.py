@@ -30,6 +30,7 @@ from __future__ import annotations
 import random
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch05_pipeline.ranks import REFUSAL as RUN_STAGE_REFUSAL
@@ -98,16 +99,14 @@ def check_one_f_one_b_makespan_hidden(one_f_one_b) -> None:
 
 def _stage_runs(student, seed):
     """Per kind, one run per stage count (up to the first that fails); micro-batch counts from the seed."""
-    rng, runs = random.Random(seed), {}
-    for kind in ("gpipe", "1f1b"):
-        runs[kind] = []
-        for stages in STAGE_COUNTS:
-            microbatches = rng.randint(1, stages - 1) if stages == 4 else rng.randint(stages, 6)
-            run = run_student(student, kind, stages, microbatches, seed, TIMEOUT_S)
-            runs[kind].append(run)
-            if run.error:
-                break
-    return runs
+    rng = random.Random(seed)
+
+    def run_one(kind: str, stages: int):
+        microbatches = rng.randint(1, stages - 1) if stages == 4 else rng.randint(stages, 6)
+        return run_student(student, kind, stages, microbatches, seed, TIMEOUT_S)
+
+    return {kind: runs_until_failure(lambda stages, kind=kind: run_one(kind, stages), STAGE_COUNTS)
+            for kind in ("gpipe", "1f1b")}
 
 
 def _part_two(run_stage, problems_of, kinds, what: str) -> None:
@@ -138,7 +137,7 @@ def check_run_stage_mismatch_hidden(run_stage) -> None:
     student = as_student_function(run_stage, "run_stage", refusal=RUN_STAGE_REFUSAL)
     runs, seed = _cached("run_stage", student, _stage_runs)
     completed = runs["gpipe"][0]
-    mismatched = run_mismatched(student, seed, MISMATCH_TIMEOUT_S) if completed.error is None else completed
+    mismatched = run_mismatched(student, seed, MISMATCH_TIMEOUT_S) if completed.completed else completed
     fail_with(_with_seed(mismatch_problems(completed, mismatched), seed),
               "run_stage does not follow its op list")
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import random
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch06_tensor_parallel.judge import traffic_problems, value_problems
 from course_lib.grading.checks.ch06_tensor_parallel.ranks import LayerCase, run_layers
@@ -68,13 +69,12 @@ def _with_seed(problems: list[str], seed: int) -> list[str]:
 
 def _layer_problems(students: dict, kind: str, judge, world_sizes=WORLD_SIZES) -> tuple[list[str], int]:
     seed = fresh_seed(5)
-    rng, problems = random.Random(seed), []
-    for world_size in world_sizes:
-        run = run_layers(students, world_size, hidden_cases(kind, world_size, rng), seed, TIMEOUT_S)
-        problems += judge(run)
-        if run.error:
-            break
-    return problems, seed
+    rng = random.Random(seed)
+
+    def run_one(world_size: int):
+        return run_layers(students, world_size, hidden_cases(kind, world_size, rng), seed, TIMEOUT_S)
+
+    return [p for run in runs_until_failure(run_one, world_sizes) for p in judge(run)], seed
 
 
 def _check_shards(student, name: str, kind: str) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch06_vocab_loss.visible import (
@@ -73,11 +74,12 @@ def _runs(student):
     key = student.identity()
     if _CACHE.get("key") != key:
         seed = fresh_seed(5)
-        rng, runs = random.Random(seed), []
-        for world_size in WORLD_SIZES:
-            runs.append(run_losses(student, world_size, hidden_cases(rng, world_size), seed, TIMEOUT_S))
-            if runs[-1].error:
-                break
+        rng = random.Random(seed)
+
+        def run_one(world_size: int):
+            return run_losses(student, world_size, hidden_cases(rng, world_size), seed, TIMEOUT_S)
+
+        runs = runs_until_failure(run_one, WORLD_SIZES)
         _CACHE.clear()
         _CACHE.update(key=key, seed=seed, runs=runs, student=student)   # keeps the ids in key alive
     return _CACHE

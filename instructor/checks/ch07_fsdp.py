@@ -29,6 +29,7 @@ from __future__ import annotations
 import random
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch07_fsdp.visible import (
     REFUSAL,
@@ -63,25 +64,26 @@ def _identity(FSDP) -> tuple:  # noqa: N803
 
 
 def _shared_runs(FSDP):  # noqa: N803
-    """[(world size, case, run)] and the seed, run once for the three checks that judge them."""
+    """The runs (each of one case) and the seed, run once for the three checks that judge them."""
     key = _identity(FSDP)
     if key not in _RUNS:
         _RUNS.clear()
         seed = fresh_seed()
-        rng, runs = random.Random(seed), []
-        for world_size in WORLD_SIZES:
+        rng = random.Random(seed)
+
+        def run_one(world_size: int):
             case = FSDPCase(width=rng.randint(9, 23), units=rng.randint(5, 8), seed=seed % 10_000, tied=True)
-            runs.append((world_size, case, run_fsdp(FSDP, case, world_size, TIMEOUT_S)))
-            if runs[-1][2].error:
-                break
-        _RUNS[key] = (runs, seed, FSDP)   # holding FSDP keeps its id from being reused
+            return run_fsdp(FSDP, case, world_size, TIMEOUT_S)
+
+        # holding FSDP keeps its id from being reused
+        _RUNS[key] = (runs_until_failure(run_one, WORLD_SIZES), seed, FSDP)
     runs, seed, _ = _RUNS[key]
     return runs, seed
 
 
 def _judged(FSDP, judge, what: str) -> None:  # noqa: N803
     runs, seed = _shared_runs(FSDP)
-    problems = [p for _, case, run in runs for p in judge(run, case)]
+    problems = [p for run in runs for p in judge(run, run.cases[0])]
     fail_with([f"{p}\n  (hidden test seed {seed})" for p in dict.fromkeys(problems)], what)
 
 

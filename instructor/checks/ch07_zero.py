@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.attempt.judge_runner import judging, ranks_of, runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch07_zero.judge import summarize
 from course_lib.grading.checks.ch07_zero.ranks import (
@@ -78,13 +79,12 @@ def reference_shard(tensors, rank: int | None = None, world_size: int | None = N
 def _runs(side, candidate, cases_for, seed, *extra, name):
     """One run per world size, all cases at once; stops at the first that fails to run."""
     rng = random.Random(seed)
-    for world_size in WORLD_SIZES:
-        cases = cases_for(world_size, rng)
-        run = run_part(side, world_size, name, candidate, cases, seed, *extra, timeout=TIMEOUT_S,
-                       refusal=REFUSAL)
-        yield world_size, cases, run
-        if run.error:
-            return
+
+    def run_one(world_size: int):
+        return run_part(side, world_size, name, candidate, cases_for(world_size, rng), seed, *extra,
+                        timeout=TIMEOUT_S, refusal=REFUSAL)
+
+    return runs_until_failure(run_one, WORLD_SIZES)
 
 
 def _with_seed(problems: list[str], seed: int) -> list[str]:
@@ -94,14 +94,53 @@ def _with_seed(problems: list[str], seed: int) -> list[str]:
 def checked_runs(student, run, world_sizes, case_for, judge, what: str) -> None:
     """Parts 2 and 3: per world size, a case drawn from a fresh seed, run, judged; one failure lists all."""
     seed = fresh_seed()
-    rng, problems = random.Random(seed), []
-    for world_size in world_sizes:
-        case = case_for(rng, seed)
-        outcome = run(student, case, world_size)
-        problems += judge(outcome, case)
-        if outcome.error:
-            break
+    rng = random.Random(seed)
+    runs = runs_until_failure(lambda world_size: run(student, case_for(rng, seed), world_size), world_sizes)
+    problems = [p for done in runs for p in judge(done, done.cases[0])]
     fail_with(_with_seed(problems, seed), what)
+
+
+@judging
+def _judged(run, judge) -> list[str]:
+    """``judge(run, each)`` for each rank's record in each case of a run that completed."""
+    return [p for each in ranks_of(run) for p in judge(run, each)]
+
+
+def _shard_problems(run, each) -> list[str]:
+    case, rank, world_size = each.case, each.rank, run.world_size
+    found = shard_problems(case, world_size, each.outcome)
+    if found or case.mixed:
+        return found
+    want = reference_shard(case_tensors(case, run.seed, each.index), rank, world_size)
+    if close(each.outcome.shard, want):
+        return []
+    return [f"rank {rank}, {case.describe(world_size)}: expected shard {rank} of the flattened, zero-padded "
+            f"tensors, {want.tolist()[:6]}..., got {each.outcome.shard.tolist()[:6]}..."]
+
+
+def _gather_problems(run, each) -> list[str]:
+    case, outcome = each.case, each.outcome
+    where = f"rank {each.rank}, {case.describe(run.world_size)}"
+    if outcome.raised:
+        problems = [f"{where}: raised {outcome.raised}"]
+    else:
+        problems = gathered_problems(where, outcome.gathered, case_tensors(case, run.seed, each.index))
+    return problems + traffic_problems(case, run.world_size, outcome.events, GATHERS, "all-gather")
+
+
+def _reduce_scatter_problems(run, each) -> list[str]:
+    case, outcome, rank, world_size = each.case, each.outcome, each.rank, run.world_size
+    where = f"rank {rank}, {case.describe(world_size)}"
+    summed = [sum(parts) for parts in zip(*(case_tensors(case, run.seed, each.index, r)
+                                             for r in range(world_size)), strict=True)]
+    want = reference_shard(summed, rank, world_size)
+    problems = []
+    if outcome.raised:
+        problems.append(f"{where}: raised {outcome.raised}")
+    elif not close(outcome.shard, want):
+        problems.append(f"{where}: expected shard {rank} of the summed, padded gradients, "
+                        f"{want.tolist()[:5]}..., got {summarize(outcome.shard)}")
+    return problems + traffic_problems(case, world_size, outcome.events, REDUCE_SCATTERS, "reduce-scatter")
 
 
 def check_shard_parameters_hidden(shard_parameters) -> None:
@@ -110,39 +149,16 @@ def check_shard_parameters_hidden(shard_parameters) -> None:
     def cases_for(world_size, rng):
         return [*hidden_cases(world_size, rng), FlatCase(((3,), (2, 2)), ("float32", "bfloat16"))]
 
-    for world_size, cases, run in _runs(shard_side, shard_parameters, cases_for, seed,
-                                        name="shard_parameters"):
-        if run.error:
-            problems.append(run.error)
-            break
-        for rank, outcomes in enumerate(run.per_rank):
-            for index, (case, outcome) in enumerate(zip(cases, outcomes, strict=True)):
-                found = shard_problems(case, world_size, outcome)
-                if not found and not case.mixed:
-                    want = reference_shard(case_tensors(case, seed, index), rank, world_size)
-                    if not close(outcome["shard"], want):
-                        found = [f"rank {rank}, {case.describe(world_size)}: expected shard {rank} of the "
-                                 f"flattened, zero-padded tensors, {want.tolist()[:6]}..., got "
-                                 f"{outcome['shard'].tolist()[:6]}..."]
-                problems += found
+    for run in _runs(shard_side, shard_parameters, cases_for, seed, name="shard_parameters"):
+        problems += _judged(run, _shard_problems)
     fail_with(_with_seed(problems, seed), "shard_parameters gave wrong shards")
 
 
 def check_gather_parameters_hidden(gather_parameters) -> None:
     seed, problems = fresh_seed(), []
-    for world_size, cases, run in _runs(gather_side, gather_parameters, hidden_cases, seed, reference_shard,
-                                        name="gather_parameters"):
-        if run.error:
-            problems.append(run.error)
-            break
-        for rank, outcomes in enumerate(run.per_rank):
-            for index, (case, outcome) in enumerate(zip(cases, outcomes, strict=True)):
-                where = f"rank {rank}, {case.describe(world_size)}"
-                if outcome["raised"]:
-                    problems.append(f"{where}: raised {outcome['raised']}")
-                else:
-                    problems += gathered_problems(where, outcome["gathered"], case_tensors(case, seed, index))
-                problems += traffic_problems(case, world_size, outcome["events"], GATHERS, "all-gather")
+    for run in _runs(gather_side, gather_parameters, hidden_cases, seed, reference_shard,
+                     name="gather_parameters"):
+        problems += _judged(run, _gather_problems)
     fail_with(_with_seed(problems, seed), "gather_parameters did not rebuild the parameters")
 
 
@@ -152,24 +168,9 @@ def check_reduce_scatter_gradients_hidden(reduce_scatter_gradients) -> None:
     def cases_for(world_size, rng):
         return hidden_cases(world_size, rng, dtypes=("float32", "float64"))
 
-    for world_size, cases, run in _runs(reduce_scatter_side, reduce_scatter_gradients, cases_for, seed,
-                                        name="reduce_scatter_gradients"):
-        if run.error:
-            problems.append(run.error)
-            break
-        for rank, outcomes in enumerate(run.per_rank):
-            for index, (case, outcome) in enumerate(zip(cases, outcomes, strict=True)):
-                where = f"rank {rank}, {case.describe(world_size)}"
-                summed = [sum(parts) for parts in zip(*(case_tensors(case, seed, index, r)
-                                                         for r in range(world_size)), strict=True)]
-                want = reference_shard(summed, rank, world_size)
-                if outcome["raised"]:
-                    problems.append(f"{where}: raised {outcome['raised']}")
-                elif not close(outcome["shard"], want):
-                    problems.append(f"{where}: expected shard {rank} of the summed, padded gradients, "
-                                    f"{want.tolist()[:5]}..., got {summarize(outcome['shard'])}")
-                problems += traffic_problems(case, world_size, outcome["events"], REDUCE_SCATTERS,
-                                             "reduce-scatter")
+    for run in _runs(reduce_scatter_side, reduce_scatter_gradients, cases_for, seed,
+                     name="reduce_scatter_gradients"):
+        problems += _judged(run, _reduce_scatter_problems)
     fail_with(_with_seed(problems, seed), "reduce_scatter_gradients gave wrong shards")
 
 

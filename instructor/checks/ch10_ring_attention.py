@@ -44,6 +44,7 @@ import random
 from dataclasses import replace
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
 from course_lib.grading.checks.ch10_ring_attention.judge import (
@@ -120,14 +121,11 @@ def _runs(ring_attention, part: str) -> tuple[list, int]:
 
 
 def _run_part(student: StudentFunction, part: str, seed: int) -> list:
-    rng, runs = random.Random(f"{seed}-{part}"), []
+    rng = random.Random(f"{seed}-{part}")
     tolerant = MEMORY_INDICES[1:] if part == "values" else ()   # the masked memory cases: judged apart
-    for world_size in WORLD_SIZES[part]:
-        run = run_student(student, world_size, part_cases(part, rng), seed, TIMEOUT_S, tolerant)
-        runs.append(run)
-        if run.error:
-            break
-    return runs
+    return runs_until_failure(
+        lambda world_size: run_student(student, world_size, part_cases(part, rng), seed, TIMEOUT_S, tolerant),
+        WORLD_SIZES[part])
 
 
 def _fail(problems: list[str], seed: int, what: str) -> None:
@@ -161,7 +159,7 @@ def check_ring_attention_traffic_hidden(ring_attention) -> None:
     values, seed = _runs(ring_attention, "values")
     causal, _ = _runs(ring_attention, "causal")
     zigzag, _ = _runs(ring_attention, "zigzag")
-    zigzag = [run for run in zigzag if not run.error]    # a zig-zag that fails loses the zig-zag part
+    zigzag = [run for run in zigzag if run.completed]    # a zig-zag that fails loses the zig-zag part
     problems = [p for run in values + causal + zigzag for p in traffic_problems(run)]
     problems += [p for index in MEMORY_INDICES for p in memory_problems(values, index)]
     _fail(problems, seed, "ring_attention's traffic or memory is not a ring's on hidden cases")
@@ -172,7 +170,7 @@ def check_ring_attention_skips_masked_hidden(ring_attention) -> None:
     causal, seed = _runs(ring_attention, "causal")
     zigzag, _ = _runs(ring_attention, "zigzag")
     right = [run for run in zigzag
-             if not run.error and all(all(right_ranks(run, i)) for i in range(len(run.cases)))]
+             if run.completed and all(all(right_ranks(run, i)) for i in range(len(run.cases)))]
     problems = [p for run in causal + right for p in work_problems(run)]
     _fail(problems, seed, "ring_attention computes blocks the causal mask hides, on hidden cases")
 

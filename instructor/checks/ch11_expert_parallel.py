@@ -38,6 +38,7 @@ from __future__ import annotations
 import random
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch11_expert_parallel.judge import (
     capacity_problems,
@@ -77,12 +78,13 @@ def hidden_cases(world_size: int, rng: random.Random, capacity: bool = False) ->
 def _problems(expert_parallel_forward, judge, world_sizes=WORLD_SIZES, backward: bool | str = False,
               capacity: bool = False) -> tuple[list[str], int]:
     seed = fresh_seed(5)
-    rng, problems, student = random.Random(seed), [], student_of(expert_parallel_forward)
-    for world_size in world_sizes:
-        run = run_cases(student, hidden_cases(world_size, rng, capacity), seed, TIMEOUT_S, backward)
-        problems += judge(run)
-        if run.error:
-            break
+    rng, student = random.Random(seed), student_of(expert_parallel_forward)
+
+    def run_one(world_size: int):
+        return run_cases(student, hidden_cases(world_size, rng, capacity), seed, TIMEOUT_S, backward)
+
+    runs = runs_until_failure(run_one, world_sizes)
+    problems = [p for run in runs for p in judge(run)]
     return [f"{p}\n  (hidden test seed {seed})" for p in dict.fromkeys(problems)], seed
 
 
@@ -113,7 +115,7 @@ def check_expert_parallel_capacity_hidden(expert_parallel_forward) -> None:
 
 
 def _capacity_and_router(run) -> list[str]:
-    return capacity_problems(run) + ([] if run.error else router_gradient_problems(run))
+    return capacity_problems(run) + (router_gradient_problems(run) if run.completed else [])
 
 
 EXERCISE = Exercise(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -26,7 +27,14 @@ from course_lib.grading.checks.ch03_ddp.judge import (
     volume_problems,
 )
 from course_lib.grading.checks.ch03_ddp.own_ring import own_ring_all_reduce
-from course_lib.grading.checks.ch03_ddp.ranks import MODELS, DDPCase, build_model, global_batches, run_student
+from course_lib.grading.checks.ch03_ddp.ranks import (
+    MODELS,
+    DDPCase,
+    TrainingOutcome,
+    build_model,
+    global_batches,
+    run_student,
+)
 
 CASE = DDPCase("course MLP", 25.0, steps=2)
 
@@ -41,7 +49,7 @@ def step_outcome(events, backward_end=2.0):
     """One rank's outcome of two steps: forward spans at 0 and 10, backward ending ``backward_end`` later."""
     spans = [("construct", -1.0, -0.5), ("forward", 0.0, 1.0), ("backward", 1.0, backward_end),
              ("forward", 10.0, 11.0), ("backward", 11.0, 10 + backward_end)]
-    return {"spans": spans, "events": events}
+    return TrainingOutcome(grads=[], final={}, ready=[], events=events, spans=spans)
 
 
 def test_an_all_reduce_during_the_backward_overlaps_and_one_after_it_does_not():
@@ -166,7 +174,7 @@ def test_the_contracts_buckets_go_in_reverse_parameter_order_up_to_the_limit():
 
 def ready_step_outcome(events, ready, backward_end=2.0):
     """step_outcome with the times each step's gradients were ready."""
-    return {**step_outcome(events, backward_end), "ready": ready}
+    return dataclasses.replace(step_outcome(events, backward_end), ready=ready)
 
 
 BUCKETED = DDPCase("course MLP", 0.00005, steps=2)

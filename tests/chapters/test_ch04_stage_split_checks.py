@@ -4,6 +4,7 @@ real run's judge reads spans as it says (fabricated records: no ranks)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import replace
 
@@ -11,7 +12,9 @@ import pytest
 
 from course_lib import sim
 from course_lib.grading import instructor_checks
+from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch04_stage_split import judge, model, visible
+from course_lib.grading.checks.ch04_stage_split.ranks import StepRecord
 
 ch04 = instructor_checks("ch04_stage_split")
 CASES = [*visible.VISIBLE_CASES.values(), *ch04.FIXED_BALANCE, *ch04.FIXED_MEMORY]
@@ -68,31 +71,35 @@ def _records(case, starts, busy_ms):
         spans[s] += [clock, clock + busy_ms[s] / 2e3]
         clock += busy_ms[s] / 2e3
     for s, ms in enumerate(busy_ms):
-        per_rank.append({"starts": starts, "spans": [spans[s]], "busy": [ms / 1e3], "begins": [0.0],
-                         "ends": [clock]})
+        per_rank.append(StepRecord(starts=starts, spans=[spans[s]], busy=[ms / 1e3], begins=[0.0],
+                                   ends=[clock]))
     return per_rank
+
+
+def _real_run(records) -> RankRun:
+    return RankRun(len(records), per_rank=tuple(records))
 
 
 def test_the_real_runs_judge_wants_clearly_busier_stages_measured_busier():
     case = visible.VISIBLE_CASES["balance"]
     starts = [0, 3, 6, 8]                                # equal counts: stage 3 has the output layer
     modelled = [f + b for f, b in zip(*model.stage_times(case, starts), strict=True)]
-    assert judge.real_run_problems(case, _records(case, starts, [m * 10 for m in modelled])) == []
+    assert judge.real_run_problems(_real_run(_records(case, starts, [m * 10 for m in modelled])), case) == []
     swapped = [m * 10 for m in modelled]
     light, heavy = modelled.index(min(modelled)), modelled.index(max(modelled))
     swapped[light], swapped[heavy] = swapped[heavy], swapped[light]
-    problems = judge.real_run_problems(case, _records(case, starts, swapped))
+    problems = judge.real_run_problems(_real_run(_records(case, starts, swapped)), case)
     assert problems and "measured no busier" in problems[0] and f"stage {heavy}" in problems[0]
 
 
 def test_the_real_runs_judge_names_ranks_that_disagree_and_spans_out_of_order():
     case = visible.VISIBLE_CASES["balance"]
     records = _records(case, [0, 3, 6, 8], [10.0, 10.0, 10.0, 10.0])
-    records[1] = {**records[1], "starts": [0, 4, 6, 9]}
-    assert "different splits" in judge.real_run_problems(case, records)[0]
+    records[1] = dataclasses.replace(records[1], starts=[0, 4, 6, 9])
+    assert "different splits" in judge.real_run_problems(_real_run(records), case)[0]
     records = _records(case, [0, 3, 6, 8], [10.0, 10.0, 10.0, 10.0])
-    records[2]["spans"][0][0] = records[1]["spans"][0][0]   # stage 2 computing before stage 1 sent
-    assert "not a naive model-parallel step" in judge.real_run_problems(case, records)[0]
+    records[2].spans[0][0] = records[1].spans[0][0]   # stage 2 computing before stage 1 sent
+    assert "not a naive model-parallel step" in judge.real_run_problems(_real_run(records), case)[0]
 
 
 def test_feedback_shows_the_students_stages_never_the_best_split():

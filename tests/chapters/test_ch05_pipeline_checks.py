@@ -12,6 +12,7 @@ from course_lib.grading.checks.ch05_pipeline import visible as checks
 from course_lib.grading.checks.ch05_pipeline.judge import expected_sends
 from course_lib.grading.checks.ch05_pipeline.ranks import (
     MISMATCHED_OPS,
+    StageOutcome,
     StageRun,
     course_ops,
     gradient_problems,
@@ -94,9 +95,9 @@ def test_the_refusal_names_torch_pipelining_and_no_check_swaps_course_code():
 
 def _run(kind, stages, microbatches, events=None, grads=None, loss=1.0):
     ops = course_ops(kind, stages, microbatches)
-    outcomes = [{"loss": loss if s == stages - 1 else None, "grads": grads[s] if grads else [],
-                 "events": events[s] if events else []} for s in range(stages)]
-    return StageRun(kind, stages, microbatches, 0, ops, outcomes)
+    outcomes = tuple(StageOutcome(loss=loss if s == stages - 1 else None, grads=grads[s] if grads else [],
+                                  events=events[s] if events else []) for s in range(stages))
+    return StageRun(stages, outcomes, kind=kind, microbatches=microbatches, ops=ops)
 
 
 def _ideal_events(ops, stages):
@@ -138,9 +139,9 @@ def test_gradients_are_compared_with_single_process_training():
 def test_mismatched_lists_must_not_finish():
     finished = _run("gpipe", 2, 2)
     assert "still finished" in mismatch_problems(finished, finished)[0]
-    stopped = StageRun("mismatched", 2, 2, 0, MISMATCHED_OPS, error="hung")
+    stopped = StageRun(2, error="hung", kind="mismatched", microbatches=2, ops=MISMATCHED_OPS)
     assert mismatch_problems(finished, stopped) == []
-    broken = StageRun("gpipe", 2, 2, 0, [], error="NotImplementedError")
+    broken = StageRun(2, error="NotImplementedError", kind="gpipe", microbatches=2, ops=[])
     assert "must run" in mismatch_problems(broken, stopped)[0]
 
 

@@ -93,7 +93,8 @@ def test_korthikantis_table_2_ratio_and_the_courses_extension_are_told_apart():
 
 def test_problem_2_counts_llamas_flops_with_the_simulators_own_count():
     """Review ch06 #6: the gated MLP and grouped-query attention, not GPT's 24bsh^2(1 + s/6h)."""
-    problem = next(c.source for c in _cells() if c.source.startswith("%%worked_answer\nmodel, t = LLAMA3_70B, 8"))
+    problem = next(c.source for c in _cells()
+                   if c.source.startswith("%%worked_answer\nmodel, t = LLAMA3_70B, 8"))
     assert "model_flops(model, model.seq_len)" in problem and "24 * model.seq_len" not in problem
     model = sim.LLAMA3_70B
     gpt_count = 3 * 24 * model.seq_len * model.hidden**2 * (1 + model.seq_len / (6 * model.hidden))

@@ -1,6 +1,7 @@
 """The judging half of chapter 06's checks on made-up outcomes, and that course_lib holds no answer."""
 
 import ast
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -12,7 +13,12 @@ from course_lib.grading.checks.ch06_tensor_parallel.judge import (
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.checks.ch06_tensor_parallel.ranks import LayerCase, build_full, case_tensors
+from course_lib.grading.checks.ch06_tensor_parallel.ranks import (
+    LayerCase,
+    LayerOutcome,
+    build_full,
+    case_tensors,
+)
 from course_lib.grading.checks.ch06_tensor_parallel.shards import (
     _judge_shards,
     _trains_the_layer,
@@ -39,15 +45,15 @@ def _one_rank_run(case, outcome) -> RankRun:
 def _unsharded_outcome(case):
     """What a correct layer on one rank returns: the unsharded model's own values."""
     out, input_grad, grads, _ = _reference(case, SEED)
-    return {"out": out, "input_grad": input_grad, "grads": dict(grads),
-            "forward": [("all_reduce", out.numel() * 4)], "backward": [("all_reduce", out.numel() * 4)]}
+    return LayerOutcome(out=out, input_grad=input_grad, grads=dict(grads),
+                        forward=[("all_reduce", out.numel() * 4)], backward=[("all_reduce", out.numel() * 4)])
 
 
 def test_one_rank_holding_the_whole_model_passes_and_a_doubled_bias_fails():
     case = LayerCase("mlp")
     outcome = _unsharded_outcome(case)
     assert value_problems(_one_rank_run(case, outcome)) == []
-    outcome["out"] = outcome["out"] + build_full(case, SEED).down.bias.detach()
+    outcome = replace(outcome, out=outcome.out + build_full(case, SEED).down.bias.detach())
     problems = value_problems(_one_rank_run(case, outcome))
     assert len(problems) == 1 and "output differs" in problems[0] and "rank 0" in problems[0]
 
@@ -55,7 +61,7 @@ def test_one_rank_holding_the_whole_model_passes_and_a_doubled_bias_fails():
 def test_a_missing_parameter_gradient_is_named():
     case = LayerCase("row")
     outcome = _unsharded_outcome(case)
-    del outcome["grads"]["bias"]
+    del outcome.grads["bias"]
     assert any("no bias.grad" in p for p in value_problems(_one_rank_run(case, outcome)))
 
 
@@ -63,8 +69,7 @@ def test_traffic_must_be_exactly_one_all_reduce_each_way_of_the_outputs_bytes():
     case = LayerCase("mlp", batch=2, seq=3, dim=8)
     outcome = _unsharded_outcome(case)
     assert traffic_problems(_one_rank_run(case, outcome)) == []
-    outcome["backward"] = outcome["backward"] * 2
-    outcome["forward"] = []
+    outcome = replace(outcome, backward=outcome.backward * 2, forward=[])
     problems = traffic_problems(_one_rank_run(case, outcome))
     assert len(problems) == 2
     assert "no collective at all" in problems[0] and "expected: all_reduce of 192 B" in problems[0]

@@ -1,5 +1,7 @@
 """The judging half of chapter 06's vocabulary-parallel loss checks, on made-up outcomes."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch import nn
@@ -7,6 +9,7 @@ from torch import nn
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch06_tensor_parallel.visible import REFUSAL as LAYERS_REFUSAL
 from course_lib.grading.checks.ch06_vocab_loss import visible as vl
+from course_lib.grading.checks.ch06_vocab_loss.ranks import LossOutcome
 
 SEED = 5
 
@@ -20,7 +23,7 @@ def _outcomes(case, world_size, seed, scale_grad=1.0, events=None):
     """What a right loss returns on every rank (the unsharded reference, sliced), optionally spoiled."""
     loss, grad = vl.reference(case, seed)
     events = events or {"forward": [("all_reduce", case.tokens * 4)] * 3, "backward": []}
-    return [{"loss": loss, "grad": scale_grad * grad[:, start:stop], **events}
+    return [LossOutcome(loss=loss, grad=scale_grad * grad[:, start:stop], **events)
             for start, stop in case.slices(world_size)]
 
 
@@ -49,10 +52,10 @@ def test_traffic_that_grows_with_the_vocabulary_is_drawn_for_both_vocabularies()
     cases = [vl.LossCase(6, 11), vl.LossCase(6, 29)]
     assert vl.traffic_problems(_run(cases, 2)) == []
     run = _run(cases, 2)
-    for rank in range(2):
-        for index, case in enumerate(cases):
-            run.per_rank[rank][index]["forward"] = [("all_gather", 6 * case.vocab * 4)]
-    problems = vl.traffic_problems(run)
+    gathering = tuple(tuple(replace(outcome, forward=[("all_gather", 6 * case.vocab * 4)])
+                            for outcome, case in zip(outcomes, cases, strict=True))
+                      for outcomes in run.per_rank)
+    problems = vl.traffic_problems(replace(run, per_rank=gathering))
     assert len(problems) == 2 and "it called all_gather" in problems[0]
     assert "vocabulary 11: forward all_gather of 264 B" in problems[0]
     assert "vocabulary 29: forward all_gather of 696 B" in problems[0]
@@ -62,8 +65,9 @@ def test_traffic_that_grows_with_the_vocabulary_is_drawn_for_both_vocabularies()
 def test_more_all_reduce_bytes_for_a_larger_vocabulary_is_caught_too():
     cases = [vl.LossCase(6, 11), vl.LossCase(6, 29)]
     run = _run(cases, 2)
-    run.per_rank[0][1]["forward"] = [("all_reduce", 6 * 29 * 4)]
-    [problem] = vl.traffic_problems(run)
+    first, larger = run.per_rank[0]
+    more = (first, replace(larger, forward=[("all_reduce", 6 * 29 * 4)]))
+    [problem] = vl.traffic_problems(replace(run, per_rank=(more, *run.per_rank[1:])))
     assert "the bytes grow with the vocabulary" in problem
 
 

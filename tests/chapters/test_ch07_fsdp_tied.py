@@ -1,9 +1,9 @@
 """The tied-weight model of chapter 07's FSDP checks, and how the values check judges a broken tie."""
 
-from types import SimpleNamespace
-
 import torch
 
+from course_lib.grading.attempt.rank_attempt import RankRun
+from course_lib.grading.checks.ch07_fsdp.ranks import FSDPOutcome
 from course_lib.grading.checks.ch07_fsdp.visible import FSDPCase, reference, value_problems
 
 CASE = FSDPCase(width=5, units=5, tied=True)
@@ -22,7 +22,8 @@ def test_the_tied_model_holds_one_parameter_in_two_modules_and_single_process_tr
 
 
 def _run(full: dict, ties: list[bool]):
-    return SimpleNamespace(error=None, world_size=2, per_rank=[{"full": full, "ties": ties}])
+    return RankRun(2, per_rank=(FSDPOutcome(full=full, events=[], finish_events=[], peak={}, baseline={},
+                                            ties=ties, shard_dtypes=[], grad_dtypes=[], shard_bytes=0),))
 
 
 def test_values_check_passes_single_process_training_and_names_a_broken_tie_and_a_doubled_name():

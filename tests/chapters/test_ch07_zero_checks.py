@@ -3,19 +3,28 @@ dtype as a dtype, unequal shards reported instead of a gloo abort, the FSDP traf
 and the ZeRO-1 traffic judge."""
 
 import math
-from types import SimpleNamespace
 
 import torch
 
 from course_lib.dist import run_ranks
+from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.checks.ch07_fsdp import judge as fsdp_judge
 from course_lib.grading.checks.ch07_fsdp import visible as ch07_fsdp
+from course_lib.grading.checks.ch07_fsdp.ranks import FSDPOutcome
 from course_lib.grading.checks.ch07_optimizer import judge as optimizer_judge
 from course_lib.grading.checks.ch07_optimizer import ranks as optimizer_ranks
 from course_lib.grading.checks.ch07_optimizer import visible as ch07_optimizer
+from course_lib.grading.checks.ch07_optimizer.ranks import OptimizerOutcome
 from course_lib.grading.checks.ch07_zero import visible as ch07_zero
 from course_lib.grading.checks.ch07_zero.ranks import FlatCase, case_tensors, gather_side
+
+# Made-up records: every field a rank sends, empty, for a test to fill in the ones its judge reads.
+BLANK_FSDP = {"full": {}, "events": [], "finish_events": [], "peak": {}, "baseline": {}, "ties": [],
+              "shard_dtypes": [], "grad_dtypes": [], "shard_bytes": 0}
+BLANK_OPTIMIZER = {"params": [], "is_optimizer": True, "state_bytes": 0, "state_dict": {},
+                   "closure_losses": [], "closure_grad_enabled": [], "step_events": [],
+                   "grads_after_zero_grad": []}
 
 
 def test_the_visible_shards_are_the_counting_tensors_flattened_padded_and_cut_in_three():
@@ -46,8 +55,8 @@ def test_a_gather_handed_unequal_shards_hears_so_instead_of_dying_in_gloo():
 
 
 def _fsdp_run(events, finish=()):
-    return SimpleNamespace(error=None, world_size=2,
-                           per_rank=[{"events": list(events), "finish_events": list(finish)}])
+    return RankRun(2, per_rank=(FSDPOutcome(**{**BLANK_FSDP, "events": list(events),
+                                               "finish_events": list(finish)}),))
 
 
 def test_fsdp_traffic_wants_each_reduce_scatter_during_the_backward_one_prefetch_allowed():
@@ -72,14 +81,14 @@ def test_fsdp_traffic_wants_each_reduce_scatter_during_the_backward_one_prefetch
 def test_fsdp_memory_bound_is_the_shards_and_two_units_forward_plus_gradients_and_a_unit_backward():
     case = ch07_fsdp.FSDPCase(width=4, units=2)
     largest = max(case.unit_bytes(2, 4))
-    outcome = {"shard_bytes": 100}
+    outcome = FSDPOutcome(**{**BLANK_FSDP, "shard_bytes": 100,
+                             "peak": {"forward": 10 + 100 + 2 * largest, "backward": 0},
+                             "baseline": {"forward": 10, "backward": 0}})
     assert fsdp_judge.memory_bound(case, 2, outcome, "forward")[0] == 100 + 2 * largest
     assert fsdp_judge.memory_bound(case, 2, outcome, "backward")[0] == 200 + 3 * largest
-    run = SimpleNamespace(error=None, world_size=2, per_rank=[
-        {**outcome, "peak": {"forward": 10 + 100 + 2 * largest, "backward": 0},
-         "baseline": {"forward": 10, "backward": 0}}])
+    run = RankRun(2, per_rank=(outcome,))
     assert ch07_fsdp.memory_problems(run, case) == []
-    run.per_rank[0]["peak"]["forward"] += 1
+    outcome.peak["forward"] += 1
     assert "in the forward" in ch07_fsdp.memory_problems(run, case)[0]
 
 
@@ -89,7 +98,7 @@ def test_zero1_traffic_counts_each_updated_parameter_once_and_refuses_an_all_red
     trainable = sum(p.numel() * 8 for p in model.parameters() if p.requires_grad)
 
     def run(events):
-        return SimpleNamespace(error=None, world_size=2, per_rank=[{"step_events": events}])
+        return RankRun(2, per_rank=(OptimizerOutcome(**{**BLANK_OPTIMIZER, "step_events": events}),))
 
     assert optimizer_judge.traffic_problems(run([("broadcast", trainable)]), case) == []
     assert "moving 0 bytes" in optimizer_judge.traffic_problems(run([]), case)[0]

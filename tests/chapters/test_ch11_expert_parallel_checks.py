@@ -15,7 +15,7 @@ from course_lib.grading.checks.ch11_expert_parallel.judge import (
     run_problem,
     traffic_problems,
 )
-from course_lib.grading.checks.ch11_expert_parallel.ranks import MoECase, case_data, run_cases
+from course_lib.grading.checks.ch11_expert_parallel.ranks import MoECase, MoEOutcome, case_data, run_cases
 from course_lib.grading.checks.ch11_expert_parallel.visible import REFUSAL, student_of, visible_cases
 
 CASE = MoECase((5, 3), 2, 2, routing="one_takes_all")
@@ -47,8 +47,8 @@ def test_the_reference_is_the_sparse_moe_and_its_routing_counts_pairs_and_tokens
 
 
 def _outcome(forward, backward):
-    return {"forward": [("all_to_all_single", 0, list(s)) for s in forward],
-            "backward": [("all_to_all_single", 0, list(s)) for s in backward]}
+    return MoEOutcome(out=None, forward=[("all_to_all_single", 0, list(s)) for s in forward],
+                      backward=[("all_to_all_single", 0, list(s)) for s in backward])
 
 
 def test_the_traffic_judge_accepts_the_routed_rows_and_draws_what_differs():
@@ -63,7 +63,7 @@ def test_the_traffic_judge_accepts_the_routed_rows_and_draws_what_differs():
     wrong = [_outcome([[16, 16], everything[r], combine[r]], [dispatch[r], combine[r]]) for r in range(2)]
     problems = traffic_problems(RankRun(2, per_rank=tuple([o] for o in wrong), cases=(CASE,), seed=7))
     assert "recorded bytes" in problems[0] and "expected bytes" in problems[0] and "from 1:" in problems[0]
-    gathered = [{"forward": [("all_gather", 0, None)], "backward": []}] * 2
+    gathered = [MoEOutcome(out=None, forward=[("all_gather", 0, None)], backward=[])] * 2
     calls = traffic_problems(RankRun(2, per_rank=tuple([o] for o in gathered), cases=(CASE,), seed=7))
     assert "expected exactly 3 all_to_all_single calls" in calls[0]
 

@@ -54,7 +54,7 @@ def autograded(course: Path) -> list[str]:
 
 
 def grading_run(course: Path, stream) -> class_run.GradingRun:
-    return class_run.GradingRun(course_root=course, **probe_course.PROBE_SETTINGS, jobs=2,
+    return class_run.GradingRun(course_root=course, course=probe_course.PROBE_SETTINGS, jobs=2,
                                feedback=False, stream=stream)
 
 

@@ -89,13 +89,32 @@ class RankRun:
         return [[self.per_rank[rank][index] for rank in range(self.world_size)]
                 for index in range(len(self.cases))]
 
-    def as_records(self, record, subject: str) -> RankRun:
-        """Each rank's per-case outcomes, sent as plain dicts (what the plain transport carries), read back
-        as ``record`` (a dataclass of named fields); a rank that sent something else fails the run."""
+    @property
+    def completed(self) -> bool:
+        """Whether every rank returned (``error`` says why not)."""
+        return self.error is None
+
+    @property
+    def records(self) -> tuple:
+        """Per rank, what it sent back: its one record, or (a rank function of cases) its records by case."""
+        return self.per_rank
+
+    def case_records(self, index: int) -> tuple:
+        """Every rank's record in case ``index``."""
+        return tuple(self.per_rank[rank][index] for rank in range(self.world_size))
+
+    def as_records(self, record, subject: str, one_per_rank: bool = False) -> RankRun:
+        """Each rank's per-case outcomes (``one_per_rank``: its one outcome), sent as plain dicts (what the
+        plain transport carries), read back as ``record`` (a dataclass of named fields); a rank that sent
+        something else fails the run."""
         if self.error:
             return self
         try:
-            per_rank = tuple(tuple(record(**outcome) for outcome in outcomes) for outcomes in self.per_rank)
+            if one_per_rank:
+                per_rank = tuple(record(**outcome) for outcome in self.per_rank)
+            else:
+                per_rank = tuple(tuple(record(**outcome) for outcome in outcomes)
+                                 for outcomes in self.per_rank)
         except TypeError as error:
             return replace(self, per_rank=(), error=f"the ranks running {subject} sent back something this "
                                                     f"check does not read: {error}")
@@ -135,15 +154,6 @@ def run_on_ranks(rank_fn, world_size: int, *args, text: FailureText, timeout: fl
         reason = traceback.format_exception_only(error)[-1]
         return replace(done, error=text.crashed.format(reason=reason, **words))
     return replace(done, per_rank=tuple(per_rank))
-
-
-def attempt(rank_fn, world_size: int, *args, name: str, timeout: float) -> RankRun:
-    """Chapter 07's checks: ``run_on_ranks`` with torch.optim's imports done once, before the fork."""
-    # torch.optim's first step imports torch._dynamo (seconds); import it here, once, so that forked ranks
-    # inherit it instead of each importing it against the clock of the timeout
-    import torch._dynamo  # noqa: F401
-
-    return run_on_ranks(rank_fn, world_size, *args, text=FailureText(name), timeout=timeout)
 
 
 def fail_with(problems: list[str], what: str, limit: int = 4) -> None:

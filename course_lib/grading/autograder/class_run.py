@@ -29,32 +29,28 @@ from course_lib.grading.sandbox.worker import (
     stop_all,
     student_policy,
 )
-from course_lib.grading.settings import CODE_ROOT, read_settings
+from course_lib.grading.settings import CODE_ROOT, CourseSettings, read_settings
 from course_lib.notebook_cells import lesson_imports
 
 
-def _course_default(name: str):
-    """A GradingRun default taken from the checkout's own nbgrader_config.py (its hidden checks, its
-    registry), so that a run built in code grades like `make grade`."""
-    return lambda: getattr(read_settings(CODE_ROOT), name)
+def checkout_settings() -> CourseSettings:
+    """The checkout's own nbgrader_config.py (its course id, cell timeout, hidden checks and registry), so
+    that a run built in code grades like `make grade`."""
+    return read_settings(CODE_ROOT)
 
 
 @dataclass
 class GradingRun:
-    """Where the course lives and how to grade it; defaults match nbgrader_config.py."""
+    """Where the course lives (``course_root``), what its config says (``course``: id, cell timeouts, hidden
+    checks, registry; ``course.registry`` None: no isolated re-check) and how this run grades it."""
 
     course_root: Path
-    course_id: str = "distributed-training"
+    course: CourseSettings = field(default_factory=checkout_settings)
     source_directory: str = "solutions"
     jobs: int = 2
-    cell_timeout: int = 120
-    cell_timeouts: dict[str, int] = field(default_factory=dict)   # assignment -> its own, over cell_timeout
     notebook_timeout: float = 900.0
     judge_timeout: float = 300.0
     max_output_bytes: int = 1_000_000
-    registry: Path | None = field(default_factory=_course_default("registry"))   # None: no isolated re-check
-    hidden_checks: tuple[Path, ...] = field(default_factory=_course_default("hidden_checks"))
-    hidden_from_students: tuple[Path, ...] = field(default_factory=_course_default("hidden_from_students"))
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     feedback: bool = True
     recheck: bool = True             # the isolated judge (off only to measure what it costs)
@@ -62,6 +58,18 @@ class GradingRun:
     lease_uids: bool = True          # as root: move the sandbox uids to a range no other run holds
     also_hide: list[str] = field(default_factory=list)  # more folders student code must not see
     stream: object = None
+
+    def __post_init__(self):
+        if not isinstance(self.course, CourseSettings):
+            raise ValueError(f"course must be a CourseSettings (read_settings(course_root), or "
+                             f"dataclasses.replace of one), got {type(self.course).__name__}: {self.course!r}"
+                             [:300])
+        problems = self.course.problems()
+        if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
+            problems.append(f"jobs must be a whole number of students graded at once, at least 1, got "
+                            f"{self.jobs!r}")
+        if problems:
+            raise ValueError("this grading run cannot grade: " + "; ".join(problems))
 
     @property
     def grading_dir(self) -> Path:
@@ -71,16 +79,12 @@ class GradingRun:
     def db_url(self) -> str:
         return f"sqlite:///{self.grading_dir / 'gradebook.db'}"
 
-    def cell_timeout_for(self, assignment: str) -> int:
-        """Seconds one cell of ``assignment`` may run: its own limit where the course gives one."""
-        return self.cell_timeouts.get(assignment, self.cell_timeout)
-
     def say(self, text: str) -> None:
         print(text, file=self.stream or sys.stdout, flush=True)
 
 
 def _nbgrader(run: GradingRun, cwd: Path, *args: str) -> None:
-    command = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.course_id={run.course_id}",
+    command = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.course_id={run.course.course_id}",
                "--log-level=WARN"]
     ok, output = run_tracked(command, cwd, None, timeout=600)
     if not ok:
@@ -117,13 +121,13 @@ def prepare(run: GradingRun, assignment: str,
                for p in sorted((prep / "release" / assignment).glob("*.ipynb"))}
     hidden = [str(root / name) for root in {run.course_root, CODE_ROOT}
               for name in (run.source_directory, "grading", ".git")]
-    hidden += [str(path) for path in run.hidden_from_students] + run.also_hide
-    setup = AssignmentSetup(course_id=run.course_id, assignment=assignment, source_dir=source_dir,
+    hidden += [str(path) for path in run.course.hidden_from_students] + run.also_hide
+    setup = AssignmentSetup(course_id=run.course.course_id, assignment=assignment, source_dir=source_dir,
                             template_db=template, hidden_paths=hidden,
-                            cell_timeout=run.cell_timeout_for(assignment),
+                            cell_timeout=run.course.cell_timeout_for(assignment),
                             notebook_timeout=run.notebook_timeout, max_output_bytes=run.max_output_bytes,
                             policy=run.policy, code_root=CODE_ROOT,
-                            hidden_checks=tuple(str(folder) for folder in run.hidden_checks))
+                            hidden_checks=tuple(str(folder) for folder in run.course.hidden_checks))
     return setup, submissions.AssignmentShape(assignment, release)
 
 
@@ -153,8 +157,8 @@ def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, s
         sources = (isolated_sources(notebooks[name], release, setup.assignment, registry)
                    if run.recheck else {})
         judge_dir = Path(tempfile.mkdtemp(prefix=f"judge-{name}-", dir=result.course_dir))
-        verdicts[name] = run_judge(run.registry, run.hidden_checks, setup.assignment, sources, policy,
-                                   judge_dir, run.judge_timeout, lesson_imports(release))
+        verdicts[name] = run_judge(run.course.registry, run.course.hidden_checks, setup.assignment, sources,
+                                   policy, judge_dir, run.judge_timeout, lesson_imports(release))
     return scoring.Outcome(submission, result.course_dir, result.ok, result.log, result.seconds, notebooks,
                            verdicts, regraded=result.regraded)
 
@@ -209,7 +213,7 @@ def sandbox_uids(run: GradingRun, count: int) -> uid_lease.UidLease | None:
 
 def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report.StudentResult]:
     """Every (assignment, student) in one pool of `jobs` workers; merges happen here, one at a time."""
-    registry = load_registry(run.registry) if run.registry else {}
+    registry = load_registry(run.course.registry) if run.course.registry else {}
     setups, work = collect_work(run, targets, scratch)
     held = sandbox_uids(run, len(work) + max(1, len(setups)))
     try:

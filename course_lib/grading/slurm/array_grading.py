@@ -23,31 +23,19 @@ from course_lib.dist.slurm_jobs import run_slurm_command
 from course_lib.grading.autograder import class_files, class_run, gradebook_merge, report
 from course_lib.grading.autograder.judge import load_registry
 from course_lib.grading.sandbox.policy import SandboxPolicy
+from course_lib.grading.settings import CourseSettings
 from course_lib.grading.slurm import array_tasks
 
 SCRIPT = class_run.CODE_ROOT / "slurm" / "grade_array.sbatch"
 HOLD_LIMIT_S = 600.0
-# What a task takes over from the class's run, so that it grades exactly as `make grade` would.
-PLAN_SETTINGS = ("course_id", "source_directory", "cell_timeout", "cell_timeouts", "notebook_timeout",
-                 "judge_timeout", "max_output_bytes", "registry", "hidden_checks", "hidden_from_students",
-                 "recheck")
-
-
-def _plain(value):
-    """A setting as JSON holds it: paths as strings (read back by _settings)."""
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, tuple):
-        return [_plain(item) for item in value]
-    return value
+# What a task takes over from the class's run besides its course settings, so that it grades exactly as
+# `make grade` would.
+PLAN_SETTINGS = ("source_directory", "notebook_timeout", "judge_timeout", "max_output_bytes", "recheck")
 
 
 def _settings(plan: dict) -> dict:
-    settings = {name: plan[name] for name in PLAN_SETTINGS}
-    settings["registry"] = Path(settings["registry"]) if settings["registry"] else None
-    for name in ("hidden_checks", "hidden_from_students"):
-        settings[name] = tuple(Path(path) for path in settings[name])
-    return settings
+    return {"course": CourseSettings.from_plain(plan["course"]),
+            **{name: plan[name] for name in PLAN_SETTINGS}}
 
 
 def _task_dir(work: Path, index: int) -> Path:
@@ -58,7 +46,7 @@ def write_plan(run: class_run.GradingRun, work: Path, targets: list[str], shares
     """plan.json (what every task grades, and how) and each task's course root: links to the class's
     solutions and to its share's submission folders."""
     plan = {"course_root": str(run.course_root), "targets": targets,
-            **{name: _plain(getattr(run, name)) for name in PLAN_SETTINGS},
+            "course": run.course.to_plain(), **{name: getattr(run, name) for name in PLAN_SETTINGS},
             "policy": {**asdict(run.policy), "hidden_paths": [], "exposed_paths": [], "home": None},
             "shares": shares}
     work.mkdir(parents=True, mode=0o700)
@@ -135,7 +123,7 @@ def merge_task(run: class_run.GradingRun, work: Path, index: int) -> list[report
 
 def _check_class(run: class_run.GradingRun, targets: list[str]) -> list[str]:
     """Register the assignments in the class gradebook and run the preflight; the class's students."""
-    registry = load_registry(run.registry) if run.registry else {}
+    registry = load_registry(run.course.registry) if run.course.registry else {}
     with tempfile.TemporaryDirectory(prefix="course-grading-") as scratch_dir:
         scratch = Path(scratch_dir)
         scratch.chmod(0o711)

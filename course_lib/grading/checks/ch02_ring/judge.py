@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from course_lib.grading.attempt.judge_runner import cases_of, judging, ranks_of
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch02_ring.ranks import DTYPES, FORBIDDEN_REASON, RingCase, expected_result
 
@@ -30,10 +31,11 @@ def _describe(case: RingCase, world_size: int) -> str:
     return f"{world_size} ranks, {layout} of shape {tuple(case.shape)} and dtype {case.dtype}"
 
 
+@judging
 def value_problems(run: RankRun, kind: str, need_in_place: bool = True) -> list[str]:
     """Wrong values per case and rank; for all_reduce also 'returned the sum but left the input unchanged'."""
-    problems = [run.error] if run.error else []
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=False)):
+    problems = []
+    for index, case, outcomes in cases_of(run):
         expected = expected_result(case, run.seed, index, run.world_size, kind)
         for rank, outcome in enumerate(outcomes):
             where = f"rank {rank}, {_describe(case, run.world_size)}"
@@ -62,12 +64,11 @@ def value_problems(run: RankRun, kind: str, need_in_place: bool = True) -> list[
     return problems
 
 
+@judging
 def traffic_problems(run: RankRun, kind: str) -> list[str]:
     """Each rank sends only to its right neighbour, exactly k(N-1) messages, at most k(N-1)/N of the bytes."""
-    if run.error:
-        return [run.error]
     problems, n = [], run.world_size
-    for case, outcomes in zip(run.cases, run.outcomes, strict=False):
+    for _, case, outcomes in cases_of(run):
         messages = MESSAGES_PER_PHASE[kind] * (n - 1)
         itemsize = torch.empty(0, dtype=DTYPES[case.dtype]).element_size()
         byte_limit = messages * (case.numel * itemsize / n + itemsize)
@@ -97,10 +98,9 @@ def traffic_problems(run: RankRun, kind: str) -> list[str]:
     return problems
 
 
+@judging
 def forbidden_problems(run: RankRun) -> list[str]:
     """Collectives used (or attempted), and runs that did not complete."""
-    if run.error:
-        return [run.error]
-    used = sorted({op for outcomes in run.outcomes for outcome in outcomes for op, _, _ in outcome.events
+    used = sorted({op for each in ranks_of(run) for op, _, _ in each.outcome.events
                    if op not in SENDS | RECEIVES})
     return [f"{run.world_size} ranks: called {', '.join(used)}; {FORBIDDEN_REASON}"] if used else []

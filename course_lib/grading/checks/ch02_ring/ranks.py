@@ -12,7 +12,8 @@ import torch
 import torch.distributed as dist
 
 from course_lib.dist import record_traffic
-from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after, run_on_ranks
+from course_lib.grading.attempt.judge_runner import run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
 
 FORBIDDEN = ("collectives",)  # every torch.distributed collective, barrier included
 FORBIDDEN_REASON = "the ring exercise must be built from send/recv/isend/irecv"
@@ -108,9 +109,8 @@ def run_student(student, kind: str, world_size: int, cases, seed: int, timeout: 
                 compare_with_torch: bool = False) -> RankRun:
     """Run every case on ``world_size`` real ranks; a failure or a hang is recorded, never raised."""
     text = FailureText(student.name, hung=HUNG_TEXT, forbidden=FORBIDDEN_TEXT, frames=_student_frames)
-    run = run_on_ranks(_run_cases, world_size, student, kind, list(cases), seed, compare_with_torch,
-                       text=text, timeout=timeout, cases=cases, seed=seed)
-    return run.as_records(RingOutcome, student.name)
+    return run_answer(_run_cases, world_size, student, kind, list(cases), seed, compare_with_torch,
+                      record=RingOutcome, text=text, timeout=timeout, cases=cases, seed=seed)
 
 
 def _student_frames(remote_traceback: str) -> str:

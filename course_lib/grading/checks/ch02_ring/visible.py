@@ -35,11 +35,11 @@ LARGE_LENGTH = 2**18  # 1 MB of float32
 
 def _differs_from_torch(run: RankRun) -> list[str]:
     return [f"rank {rank}: {o.after.tolist()}, dist.all_reduce: {o.torch_all_reduce.tolist()}"
-            for rank, o in enumerate(run.outcomes[0]) if not close_to(o.after, o.torch_all_reduce)]
+            for rank, o in enumerate(run.case_records(0)) if not close_to(o.after, o.torch_all_reduce)]
 
 
 def _bytes_sent(run: RankRun) -> int:
-    return sum(nbytes for op, _, nbytes in run.outcomes[0][0].events if op in SENDS)
+    return sum(nbytes for op, _, nbytes in run.case_records(0)[0].events if op in SENDS)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import math
 
 from torch import nn
 
+from course_lib.grading.attempt.judge_runner import cases_of, judging
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch03_ddp.judge import COMMUNICATION, step_timeline_text, steps_of
 from course_lib.grading.checks.ch03_ddp.ranks import build_model
@@ -38,12 +39,11 @@ def _all_reduced(events) -> list[int]:
     return [call.nbytes for call in events if call.op == "all_reduce"]
 
 
+@judging
 def bucket_problems(run: RankRun) -> list[str]:
     """Every step all-reduces one tensor per bucket, of exactly that bucket's bytes (in any order)."""
-    if run.error:
-        return [run.error]
     problems = []
-    for case, outcomes in zip(run.cases, run.outcomes, strict=True):
+    for _, case, outcomes in cases_of(run):
         expected = expected_bucket_bytes(build_model(case.model, run.seed), case.bucket_size_mb)
         for rank, outcome in enumerate(outcomes):
             for step, (_, _, events) in enumerate(steps_of(outcome)):
@@ -58,18 +58,17 @@ def bucket_problems(run: RankRun) -> list[str]:
     return problems
 
 
+@judging
 def early_overlap_problems(run: RankRun) -> list[str]:
     """With several buckets, each step's first all-reduce starts before the step's last gradient is ready:
     the first bucket goes out while the backward still computes the earlier layers' gradients."""
-    if run.error:
-        return [run.error]
     problems = []
-    for case, outcomes in zip(run.cases, run.outcomes, strict=True):
+    for _, case, outcomes in cases_of(run):
         buckets = len(expected_bucket_bytes(build_model(case.model, run.seed), case.bucket_size_mb))
         if buckets < 2:
             continue
         for rank, outcome in enumerate(outcomes):
-            for step, ((_, _, events), ready) in enumerate(zip(steps_of(outcome), outcome["ready"],
+            for step, ((_, _, events), ready) in enumerate(zip(steps_of(outcome), outcome.ready,
                                                                  strict=True)):
                 sent = [call for call in events if call.op in COMMUNICATION]
                 if not sent or not ready or sent[0].start < max(ready):

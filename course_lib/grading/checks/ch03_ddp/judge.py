@@ -12,10 +12,12 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from course_lib.grading.attempt.judge_runner import cases_of, judging, ranks_of
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch03_ddp.ranks import (
     LEARNING_RATE,
     DDPCase,
+    TrainingOutcome,
     build_model,
     global_batches,
     torch_ddp_finals,
@@ -84,40 +86,39 @@ def _first_difference(actual: dict, expected: dict) -> str | None:
     return None
 
 
+@judging
 def value_problems(run: RankRun, compare_with_torch: bool = True, timeout: float = 30) -> list[str]:
     """Every rank's averaged gradients (each step) and final parameters against single-process training,
     and against torch's DistributedDataParallel on the same data."""
-    if run.error:
-        return [run.error]
     problems = []
     torch_finals = (torch_ddp_finals(run.world_size, run.cases, run.seed, timeout) if compare_with_torch
                     else None)
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         grads, final = single_process(case, run.seed, run.world_size)
         where = case.describe(run.world_size)
         for rank, outcome in enumerate(outcomes):
-            for step, (got, want) in enumerate(zip(outcome["grads"], grads, strict=True)):
+            for step, (got, want) in enumerate(zip(outcome.grads, grads, strict=True)):
                 wrong = _first_difference(got, want)
                 if wrong:
                     problems.append(f"{where}, rank {rank}, step {step}: after finish_gradient_"
                                     "synchronization() the gradient should be the average over ranks "
                                     f"(= single-process training on the whole batch); {wrong}")
                     break
-            wrong = _first_difference(outcome["final"], final)
+            wrong = _first_difference(outcome.final, final)
             if wrong:
                 problems.append(f"{where}, rank {rank}: final parameters differ from single-process "
                                 f"training; {wrong}")
-            wrong = torch_finals and _first_difference(outcome["final"], torch_finals[index][rank])
+            wrong = torch_finals and _first_difference(outcome.final, torch_finals[index][rank])
             if wrong:
                 problems.append(f"{where}, rank {rank}: final parameters differ from torch's "
                                 f"DistributedDataParallel; {wrong}")
     return problems
 
 
-def steps_of(outcome: dict) -> list[tuple[float, float, list]]:
+def steps_of(outcome: TrainingOutcome) -> list[tuple[float, float, list]]:
     """Per training step: when its forward started, when its backward ended, its communication events."""
-    phases = [Phase(*span) for span in outcome["spans"]]
-    calls = [Call(*event) for event in outcome["events"]]
+    phases = [Phase(*span) for span in outcome.spans]
+    calls = [Call(*event) for event in outcome.events]
     forwards = [phase for phase in phases if phase.label == "forward"]
     backwards = [phase for phase in phases if phase.label == "backward"]
     bounds = [phase.start for phase in forwards[1:]] + [float("inf")]
@@ -125,12 +126,11 @@ def steps_of(outcome: dict) -> list[tuple[float, float, list]]:
             for forward, backward, bound in zip(forwards, backwards, bounds, strict=True)]
 
 
+@judging
 def overlap_problems(run: RankRun) -> list[str]:
     """In every step the first communication call starts before loss.backward() returns."""
-    if run.error:
-        return [run.error]
     problems = []
-    for case, outcomes in zip(run.cases, run.outcomes, strict=True):
+    for _, case, outcomes in cases_of(run):
         for rank, outcome in enumerate(outcomes):
             for step, (_, backward_end, events) in enumerate(steps_of(outcome)):
                 sent = [e for e in events if e.op in COMMUNICATION]
@@ -154,11 +154,11 @@ TIMELINE_WIDTH = 48   # characters of the bar drawn for one step
 TIMELINE_ROWS = 12    # communication calls shown (a DDP with one bucket per parameter makes dozens)
 
 
-def step_timeline_text(outcome: dict, step: int) -> str:
+def step_timeline_text(outcome: TrainingOutcome, step: int) -> str:
     """One rank's training step as text: forward, backward and each communication call, in ms from the
     step's start, with a bar per row, so a student sees where their traffic fell against the backward."""
     start, _, events = steps_of(outcome)[step]
-    forward, backward = ([phase for phase in map(Phase._make, outcome["spans"]) if phase.label == label][step]
+    forward, backward = ([phase for phase in map(Phase._make, outcome.spans) if phase.label == label][step]
                          for label in ("forward", "backward"))
     sent = [e for e in events if e.op in COMMUNICATION]
     rows = [(phase.label, phase.start, phase.end, "") for phase in (forward, backward)]
@@ -181,12 +181,11 @@ def unique_trainable_bytes(model: nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
+@judging
 def volume_problems(run: RankRun) -> list[str]:
     """Each step all-reduces exactly the trainable parameters' bytes: frozen ones never, tied ones once."""
-    if run.error:
-        return [run.error]
     problems = []
-    for case, outcomes in zip(run.cases, run.outcomes, strict=True):
+    for _, case, outcomes in cases_of(run):
         expected = unique_trainable_bytes(build_model(case.model, run.seed))
         for rank, outcome in enumerate(outcomes):
             for step, (_, _, events) in enumerate(steps_of(outcome)):
@@ -199,31 +198,29 @@ def volume_problems(run: RankRun) -> list[str]:
     return problems
 
 
+@judging
 def broadcast_problems(run: RankRun) -> list[str]:
     """After construction every rank holds rank 0's parameters and buffers; .module and forward work."""
-    if run.error:
-        return [run.error]
     problems = []
     rank_zero = build_model("batch norm", run.seed)
     with torch.no_grad():
         for buffer in rank_zero.buffers():
             buffer.fill_(1)
     rank_zero = rank_zero.state_dict()
-    for rank, outcome in enumerate(run.per_rank):
-        wrong = _first_difference(outcome["after"], rank_zero)
+    for rank, outcome in enumerate(run.records):
+        wrong = _first_difference(outcome.after, rank_zero)
         if wrong:
             problems.append(f"rank {rank}: after DDP(model) the model should hold rank 0's parameters and "
                             f"buffers (broadcast from rank 0); {wrong}")
-        if not outcome["module_kept"]:
+        if not outcome.module_kept:
             problems.append(f"rank {rank}: ddp.module should be the very model you wrapped")
-        if not outcome["forward_runs_module"]:
+        if not outcome.forward_runs_module:
             problems.append(f"rank {rank}: ddp(x) should return what the wrapped model returns for x")
     return problems
 
 
+@judging
 def silence_problems(run: RankRun) -> list[str]:
     """On one rank: not a single communication call."""
-    if run.error:
-        return [run.error]
-    used = sorted({Call(*e).op for outcome in run.outcomes for e in outcome[0]["events"]})
+    used = sorted({Call(*e).op for each in ranks_of(run) for e in each.outcome.events})
     return [f"on 1 rank DDP should send nothing, but it called {', '.join(used)}"] if used else []

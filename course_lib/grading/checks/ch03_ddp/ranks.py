@@ -16,7 +16,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from course_lib.dist import record_traffic, run_ranks
-from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, run_on_ranks
+from course_lib.grading.attempt.judge_runner import run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun
 from course_lib.grading.checks.ch03_ddp.models import MODELS, build_model  # noqa: F401 - MODELS re-exported
 
 LEARNING_RATE, STEPS, PER_RANK_BATCH = 0.05, 5, 4
@@ -57,6 +58,31 @@ def _note_ready_gradients(model: nn.Module, ready: list) -> None:
     for param in model.parameters():
         if param.requires_grad:
             param.register_post_accumulate_grad_hook(lambda _: ready[-1].append(time.perf_counter()))
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """One rank's training in one case: its gradients per step ({name: tensor or None}), its final state,
+    when each step's gradients were ready, its communication calls (op, nbytes, start, end) and its timed
+    phases (label, start, end)."""
+
+    grads: list
+    final: dict
+    ready: list
+    events: list
+    spans: list
+
+
+@dataclass(frozen=True)
+class BroadcastOutcome:
+    """One rank after ``DDP(model)``: its state before and after, whether ``.module`` is the very model and
+    ``ddp(x)`` the model's output, and the communication the constructor made."""
+
+    before: dict
+    after: dict
+    module_kept: bool
+    forward_runs_module: bool
+    ops: list
 
 
 def _train(rank, world_size, wrap, case: DDPCase, seed: int, finish: bool) -> dict:
@@ -136,10 +162,10 @@ DDP_FAILURE = FailureText("DDP", hung=DDP_HUNG, frames=lambda traceback: traceba
 def run_student(student, world_size: int, cases, seed: int, timeout: float, kind: str = "train") -> RankRun:
     """Run the student's DDP on ``world_size`` ranks; a failure or a hang is recorded, never raised.
 
-    ``kind="broadcast"`` runs only the construction: ``per_rank`` then holds one outcome per rank.
+    ``kind="broadcast"`` runs only the construction: each rank then sends one ``BroadcastOutcome``.
     """
     if kind == "broadcast":
-        return run_on_ranks(_broadcast_rank, world_size, student, seed, text=DDP_FAILURE, timeout=timeout,
-                            seed=seed)
-    return run_on_ranks(_student_rank, world_size, student, list(cases), seed, text=DDP_FAILURE,
-                        timeout=timeout, cases=cases, seed=seed)
+        return run_answer(_broadcast_rank, world_size, student, seed, record=BroadcastOutcome,
+                          text=DDP_FAILURE, timeout=timeout, seed=seed, one_per_rank=True)
+    return run_answer(_student_rank, world_size, student, list(cases), seed, record=TrainingOutcome,
+                      text=DDP_FAILURE, timeout=timeout, cases=cases, seed=seed)

@@ -11,6 +11,8 @@ import statistics
 import traceback
 
 from course_lib.dist import RankFailure, RanksHungError, run_ranks
+from course_lib.grading.attempt.judge_runner import judging
+from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.attempt.refusals import check_not_refused
 
 from .model import NAME, Case, stage_memory, stage_table, stage_times, step_time, structure_problems
@@ -92,24 +94,26 @@ def fitting_step_problems(case: Case, starts, best: float) -> list[str]:
     return memory_problems(case, starts) or step_problems(case, starts, best)
 
 
-def real_run_problems(case: Case, per_rank) -> list[str]:
+@judging
+def real_run_problems(run: RankRun, case: Case) -> list[str]:
     """The split every rank computed, run for real: the ranks agree, each ran its own layers in the naive
     order, and the stages whose modelled work differs clearly are measured busy in that order."""
-    splits = {tuple(r["starts"]) if isinstance(r["starts"], list) else r["starts"] for r in per_rank}
+    records = run.records
+    splits = {tuple(r.starts) if isinstance(r.starts, list) else r.starts for r in records}
     if len(splits) != 1:
         return [f"{case.describe()}: the ranks computed different splits ({sorted(map(str, splits))}): every "
                 f"rank calls {NAME} itself, so the same arguments must give the same split"]
-    starts = list(per_rank[0]["starts"])
+    starts = list(records[0].starts)
     problems = structure_problems(case, starts)
     if problems:
         return problems
     forward, backward = stage_times(case, starts)
     modelled = [f + b for f, b in zip(forward, backward, strict=True)]
-    measured = [statistics.median(r["busy"]) for r in per_rank]
-    window = statistics.median(max(r["ends"][i] for r in per_rank) - min(r["begins"][i] for r in per_rank)
-                               for i in range(len(per_rank[0]["busy"])))
+    measured = [statistics.median(r.busy) for r in records]
+    window = statistics.median(max(r.ends[i] for r in records) - min(r.begins[i] for r in records)
+                               for i in range(len(records[0].busy)))
     for s in range(1, case.stages):   # the naive order: forwards 0, 1, ..., backwards ..., 1, 0
-        for i, (ahead, behind) in enumerate(zip(per_rank[s - 1]["spans"], per_rank[s]["spans"], strict=True)):
+        for i, (ahead, behind) in enumerate(zip(records[s - 1].spans, records[s].spans, strict=True)):
             if behind[0] < ahead[1] or ahead[2] < behind[3]:
                 return [f"{case.describe()}: in step {i}, stage {s} computed before stage {s - 1} handed it "
                         f"its input (or its gradient): the recorded spans are not a naive model-parallel "

@@ -3,23 +3,37 @@ own layers, and runs naive model-parallel steps whose per-layer work is in propo
 
 Each layer's forward and backward is a number of small matmuls in proportion to its modelled time; a rank
 records, per step, when it computed (wall clock) and how much CPU time its layers took (thread time, which
-a loaded machine does not stretch). The ranks return plain dicts; judge.py reads them.
+a loaded machine does not stretch). The ranks send plain dicts, read back as ``StepRecord``s for judge.py.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-from course_lib.grading.attempt.rank_attempt import FailureText, run_on_ranks
+from course_lib.grading.attempt.judge_runner import run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText
 
 from .model import NAME, Case, stage_ranges, structure_problems
 
 STEP_MATMULS = 4000      # the whole step's work, all layers, forward and backward (~0.1 s on one core)
 STEPS = 4                # the first warms up and is not judged
 WIDTH = 64
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One rank's judged steps: the split it computed, and per step its compute spans [forward start,
+    forward end, backward start, backward end], its CPU time, and when the step began and ended."""
+
+    starts: list
+    spans: list
+    busy: list
+    begins: list
+    ends: list
 
 
 def _work(matmuls: int, x: torch.Tensor) -> torch.Tensor:
@@ -68,6 +82,6 @@ def _naive_steps(rank, world_size, student, arguments):
 
 def run_split(student, case: Case, timeout: float):
     """The student's split of ``case`` run as naive model-parallel steps on ``case.stages`` gloo ranks: a
-    RankRun whose per_rank are the ranks' records (or whose error says why not)."""
-    return run_on_ranks(_naive_steps, case.stages, student, case.arguments(),
-                        text=FailureText(NAME), timeout=timeout)
+    RankRun of one ``StepRecord`` per rank (or the reason there are none)."""
+    return run_answer(_naive_steps, case.stages, student, case.arguments(), record=StepRecord,
+                      text=FailureText(NAME), timeout=timeout, one_per_rank=True)

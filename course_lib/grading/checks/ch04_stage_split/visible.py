@@ -97,7 +97,7 @@ def check_split_stages_real_run(split_stages, case: Case | None = None) -> None:
     busy time follows the modelled one."""
     case = case or replace(VISIBLE_CASES["balance"], name="8 blocks on 4 ranks")
     run = run_split(as_student_function(split_stages, NAME, refusal=REFUSAL), case, REAL_RUN_TIMEOUT_S)
-    fail_with([run.error] if run.error else real_run_problems(case, run.per_rank),
+    fail_with(real_run_problems(run, case),
               "split_stages's split, run for real, does not behave as the model says", limit=2)
     print(f"{NAME}: your split ran on {case.stages} gloo ranks; each stage's measured busy time follows "
           f"the model's")

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_lib.grading.attempt.judge_runner import failures, judging
+from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.models import STACK_WIDTH, make_layer_stack
 
 FORBIDDEN_REASON = "a pipeline stage talks to its neighbours with send/recv/isend/irecv only"
@@ -35,31 +37,40 @@ def reference(seed: int, microbatches: int) -> tuple[float, list[torch.Tensor]]:
 
 
 @dataclass(frozen=True)
-class StageRun:
-    """One step on ``stages`` ranks: per rank what came back, or why nothing did."""
+class StageOutcome:
+    """One stage after the step: the loss it returned (the last stage; None elsewhere), its parameters'
+    gradients, and its calls [op, peer, nbytes]."""
 
-    kind: str
-    stages: int
-    microbatches: int
-    seed: int
-    ops: list
-    outcomes: tuple = ()
-    error: str | None = None
-    hung: bool = False
+    loss: float | None
+    grads: list
+    events: list
 
 
+@dataclass(frozen=True)
+class StageRun(RankRun):
+    """One step on ``world_size`` stage ranks with op lists ``ops`` of ``kind``: per rank its
+    ``StageOutcome`` (``records``), or why nothing came back."""
+
+    kind: str = ""
+    microbatches: int = 0
+    ops: list = ()
+
+    @property
+    def stages(self) -> int:
+        return self.world_size
+
+
+@judging
 def gradient_problems(run: StageRun) -> list[str]:
     """Each stage's gradients and the last stage's loss against single-process training of the batch."""
-    if run.error:
-        return [run.error]
     loss, grads = reference(run.seed, run.microbatches)
     where = f"{run.stages} stages, {run.microbatches} micro-batches, {run.kind} op lists"
     problems = []
-    got_loss = run.outcomes[-1]["loss"]
+    got_loss = run.records[-1].loss
     if got_loss is None or abs(got_loss - loss) > 1e-5 * max(1.0, abs(loss)):
         problems.append(f"{where}: the last stage returned loss {got_loss}, the whole batch's loss is "
                         f"{loss:.6f} (the mean of the micro-batch losses)")
-    got = [g for outcome in run.outcomes for g in outcome["grads"]]
+    got = [g for outcome in run.records for g in outcome.grads]
     for index, (mine, want) in enumerate(zip(got, grads, strict=True)):
         if mine is None or not torch.allclose(mine, want, rtol=1e-4, atol=1e-6):
             stage = next(s for s, n in enumerate(_boundaries(run)) if index < n)
@@ -72,7 +83,7 @@ def gradient_problems(run: StageRun) -> list[str]:
 
 
 def _boundaries(run: StageRun) -> list[int]:
-    counts = [len(outcome["grads"]) for outcome in run.outcomes]
+    counts = [len(outcome.grads) for outcome in run.records]
     return [sum(counts[:s + 1]) for s in range(len(counts))]
 
 
@@ -86,14 +97,13 @@ def expected_sends(ops, stage: int, stages: int) -> list[int]:
     return peers
 
 
+@judging
 def traffic_problems(run: StageRun) -> list[str]:
     """Per stage: sends in op order to the right neighbour, one activation or gradient each; as many recvs."""
-    if run.error:
-        return [run.error]
     problems, message_bytes = [], MICRO_BATCH * STACK_WIDTH * 4
-    for stage, outcome in enumerate(run.outcomes):
+    for stage, outcome in enumerate(run.records):
         where = f"{run.stages} stages, {run.kind} op lists, stage {stage}"
-        events = outcome["events"]
+        events = outcome.events
         other = sorted({op for op, _, _ in events if op not in SENDS | RECEIVES})
         sends = [peer for op, peer, _ in events if op in SENDS]
         receives = sorted(peer for op, peer, _ in events if op in RECEIVES)
@@ -116,9 +126,10 @@ def traffic_problems(run: StageRun) -> list[str]:
 
 def mismatch_problems(completed: StageRun, mismatched: StageRun) -> list[str]:
     """A step with matching op lists runs, and one with lists that disagree stops (raises, or hangs)."""
-    if completed.error:
-        return [f"first, a step with matching op lists must run: {completed.error}"]
-    if mismatched.error is None:
+    if not completed.completed:
+        return [f"first, a step with matching op lists must run: {reason}"
+                for reason in failures([completed])]
+    if mismatched.completed:
         return [f"with mismatched op lists {MISMATCHED_OPS} (stage 0 waits for micro-batch 0's gradient "
                 "while stage 1 waits for micro-batch 1's activation) your stages still finished: each stage "
                 "must run exactly its own op list, in its order"]

@@ -10,13 +10,15 @@ import torch
 from torch import nn
 
 from course_lib.dist import record_traffic
-from course_lib.grading.attempt.rank_attempt import FailureText, fail_with, frames_after, run_on_ranks
+from course_lib.grading.attempt.judge_runner import failures, run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, fail_with, frames_after
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch05_pipeline.judge import (
     FORBIDDEN_REASON,
     MICRO_BATCH,
     MISMATCHED_OPS,
+    StageOutcome,
     StageRun,
     batch,
     gradient_problems,
@@ -77,9 +79,9 @@ def run_student(student, kind: str, stages: int, microbatches: int, seed: int, t
     warm_autograd()
     ops = ops or course_ops(kind, stages, microbatches)
     where = f"{student.name} on {stages} stages, {microbatches} micro-batches, {kind} op lists"
-    run = run_on_ranks(_run_stage, stages, student, ops, seed, microbatches, text=_failure_text(where),
-                       timeout=timeout)
-    return StageRun(kind, stages, microbatches, seed, ops, run.per_rank, run.error, run.hung)
+    run = run_answer(_run_stage, stages, student, ops, seed, microbatches, record=StageOutcome,
+                     text=_failure_text(where), timeout=timeout, seed=seed, one_per_rank=True)
+    return StageRun(**vars(run), kind=kind, microbatches=microbatches, ops=ops)
 
 
 def run_mismatched(student, seed: int, timeout: float) -> StageRun:
@@ -112,7 +114,7 @@ def check_run_stage_mismatch(run_stage, timeout: float = 3) -> None:
     """Visible test: op lists that disagree stop with an error (here after a short timeout)."""
     student = as_student_function(run_stage, "run_stage", refusal=REFUSAL)
     completed = run_student(student, "gpipe", 2, 2, seed=5, timeout=VISIBLE_TIMEOUT_S)
-    mismatched = run_mismatched(student, 5, timeout) if completed.error is None else completed
+    mismatched = run_mismatched(student, 5, timeout) if completed.completed else completed
     fail_with(mismatch_problems(completed, mismatched), "run_stage does not follow its op list")
     print("run_stage: stages given op lists that disagree were stopped, not silently finished:\n  "
-          + "\n  ".join(mismatched.error.splitlines()[:4]))
+          + "\n  ".join(failures([mismatched])[0].splitlines()[:4]))

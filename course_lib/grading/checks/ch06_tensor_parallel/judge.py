@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_lib.grading.attempt.judge_runner import cases_of, judging
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.models import FeedForward, TransformerBlock
 
@@ -120,12 +121,11 @@ def _shape(t) -> str:
     return str(tuple(t.shape)) if isinstance(t, torch.Tensor) else repr(t)
 
 
+@judging
 def value_problems(run: RankRun) -> list[str]:
     """Output, input gradient and every parameter gradient against the unsharded model, per rank."""
-    if run.error:
-        return [run.error]
     problems, n = [], run.world_size
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         out, input_grad, grads, seen = _reference(case, run.seed + 101 * index)
         if case.kind == "column":
             out = torch.tensor_split(out, n, dim=-1)
@@ -137,8 +137,8 @@ def value_problems(run: RankRun) -> list[str]:
                     "input gradient": input_grad[rank] if case.kind == "row" else input_grad}
             want |= {f"{name}.grad": _expected_grad(case, name, g, seen, rank, n)
                      for name, g in grads.items()}
-            got = {"output": outcome["out"], "input gradient": outcome["input_grad"], **{
-                f"{name}.grad": g for name, g in outcome["grads"].items()}}
+            got = {"output": outcome.out, "input gradient": outcome.input_grad, **{
+                f"{name}.grad": g for name, g in outcome.grads.items()}}
             for what, expected in want.items():
                 if not _close(got.get(what), expected, case.dtype):
                     problems.append(_mismatch(where, what, got.get(what), expected))
@@ -156,17 +156,16 @@ def _mismatch(where: str, what: str, got, expected) -> str:
             f"(its norm is {ratio:.3g}x the expected one)")
 
 
+@judging
 def traffic_problems(run: RankRun) -> list[str]:
     """Exactly one all-reduce of the MLP's output in forward and one of its input gradient in backward."""
-    if run.error:
-        return [run.error]
     problems = []
-    for case, outcomes in zip(run.cases, run.outcomes, strict=True):
+    for _, case, outcomes in cases_of(run):
         nbytes = case.batch * case.seq * case.dim * torch.empty(0, dtype=DTYPES[case.dtype]).element_size()
         expected = [("all_reduce", nbytes)]
         for rank, outcome in enumerate(outcomes):
             for phase in ("forward", "backward"):
-                recorded = [tuple(event) for event in outcome[phase]]
+                recorded = [tuple(event) for event in getattr(outcome, phase)]
                 if recorded != expected:
                     problems.append(f"rank {rank}, {case.describe(run.world_size)}, {phase}:\n"
                                     f"    recorded: {_calls(recorded)}\n    expected: {_calls(expected)}")

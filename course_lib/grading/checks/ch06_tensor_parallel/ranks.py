@@ -6,11 +6,14 @@ compares with the unsharded nn.Linear, MLP and transformer block (and their acti
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from course_lib.dist import record_traffic
-from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after, run_on_ranks
+from course_lib.grading.attempt.judge_runner import run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
 from course_lib.grading.checks.ch06_tensor_parallel.judge import (
     COLUMN_LAYERS,
     ROW_LAYERS,
@@ -36,6 +39,18 @@ def _sharded(case: LayerCase, full: nn.Module, column_cls, row_cls) -> nn.Module
             elif name in ROW_LAYERS:
                 setattr(parent, name, row_cls(child))
     return full
+
+
+@dataclass(frozen=True)
+class LayerOutcome:
+    """One rank's case: its output, its input's gradient, each parameter's gradient ({name: tensor or
+    None}) and its forward's and backward's calls (op, nbytes)."""
+
+    out: torch.Tensor
+    input_grad: torch.Tensor
+    grads: dict
+    forward: list
+    backward: list
 
 
 def _run_layer_cases(rank, world_size, students, cases, seed):
@@ -75,8 +90,8 @@ def run_layers(students: dict, world_size: int, cases, seed: int, timeout: float
         raised="{subject}: your code raised: {summary}",
         crashed="running on {world_size} ranks failed: {reason}",
         frames=_student_frames)
-    return run_on_ranks(_run_layer_cases, world_size, students, cases, seed, text=text, timeout=timeout,
-                        cases=cases, seed=seed)
+    return run_answer(_run_layer_cases, world_size, students, cases, seed, record=LayerOutcome, text=text,
+                      timeout=timeout, cases=cases, seed=seed)
 
 
 def _student_frames(remote_traceback: str) -> str:

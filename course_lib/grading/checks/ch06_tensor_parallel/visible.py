@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 
 from course_lib.dist import run_ranks
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
@@ -48,12 +49,9 @@ def students_of(**candidates) -> dict:
 def layer_runs(students: dict, kind: str, world_sizes=VISIBLE_WORLD_SIZES, case: LayerCase | None = None,
                seed: int = VISIBLE_SEED, timeout: float = VISIBLE_TIMEOUT_S) -> list:
     """One run per world size of one case; stops at the first run that raises or hangs."""
-    runs = []
-    for world_size in world_sizes:
-        runs.append(run_layers(students, world_size, [case or VISIBLE_CASES[kind]], seed, timeout))
-        if runs[-1].error:
-            break
-    return runs
+    return runs_until_failure(
+        lambda world_size: run_layers(students, world_size, [case or VISIBLE_CASES[kind]], seed, timeout),
+        world_sizes)
 
 
 def _check_shards(function, name: str, kind: str, holds: str) -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from course_lib.grading.attempt.judge_runner import cases_of, judging
 from course_lib.grading.attempt.rank_attempt import RankRun
 
-from .ranks import LossCase, case_tensors
+from .ranks import LossCase, LossOutcome, case_tensors
 
 
 def reference(case: LossCase, seed: int) -> tuple[float, torch.Tensor]:
@@ -26,31 +27,29 @@ def _tolerance(case: LossCase) -> float:
     return 1e-10 if case.dtype == "float64" else 1e-4
 
 
+@judging
 def value_problems(run: RankRun) -> list[str]:
     """Every rank's loss equals F.cross_entropy on the whole logits."""
-    if run.error:
-        return [run.error]
     problems = []
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         want, _ = reference(case, run.seed + index)
         for rank, outcome in enumerate(outcomes):
-            got = outcome["loss"]
+            got = outcome.loss
             if not abs(got - want) <= _tolerance(case) * max(1.0, abs(want)):
                 problems.append(f"rank {rank}, {case.describe(run.world_size)}: loss {got:.6g}, "
                                 f"F.cross_entropy on the whole logits gives {want:.6g}")
     return problems
 
 
+@judging
 def gradient_problems(run: RankRun) -> list[str]:
     """Every rank's gradient is its slice of the gradient of F.cross_entropy on the whole logits."""
-    if run.error:
-        return [run.error]
     problems = []
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         _, full = reference(case, run.seed + index)
         slices = case.slices(run.world_size)
         for rank, ((start, stop), outcome) in enumerate(zip(slices, outcomes, strict=True)):
-            want, got = full[:, start:stop], outcome["grad"]
+            want, got = full[:, start:stop], outcome.grad
             where = f"rank {rank}, {case.describe(run.world_size)}"
             if got is None or got.shape != want.shape:
                 shape = "missing" if got is None else tuple(got.shape)
@@ -66,24 +65,23 @@ def gradient_problems(run: RankRun) -> list[str]:
     return problems
 
 
-def _sent(outcome: dict) -> int:
-    return sum(nbytes for _, nbytes in outcome["forward"] + outcome["backward"])
+def _sent(outcome: LossOutcome) -> int:
+    return sum(nbytes for _, nbytes in outcome.forward + outcome.backward)
 
 
 def _calls(events) -> str:
     return ", ".join(f"{op} of {nbytes} B" for op, nbytes in events) or "nothing"
 
 
+@judging
 def traffic_problems(run: RankRun, pair: tuple[int, int] = (0, 1)) -> list[str]:
     """Only all-reduces, and the same bytes for the two cases in ``pair`` (same tokens, vocabularies
     of different sizes): per-token values cross the ranks, never the logits. Draws both recordings."""
-    if run.error:
-        return [run.error]
     small, large = (run.cases[i] for i in pair)
     problems = []
-    for rank, per_case in enumerate(zip(*run.outcomes, strict=True)):
+    for rank, per_case in enumerate(run.records):
         a, b = per_case[pair[0]], per_case[pair[1]]
-        others = sorted({op for outcome in (a, b) for op, _ in outcome["forward"] + outcome["backward"]
+        others = sorted({op for outcome in (a, b) for op, _ in outcome.forward + outcome.backward
                          if op != "all_reduce"})
         if others or _sent(a) != _sent(b):
             why = (f"it called {', '.join(others)}: the logits stay where they are, only per-token values "
@@ -91,10 +89,10 @@ def traffic_problems(run: RankRun, pair: tuple[int, int] = (0, 1)) -> list[str]:
                    "the bytes grow with the vocabulary: something the size of the logits crossed the ranks")
             problems.append(
                 f"rank {rank} of {run.world_size}, {small.tokens} tokens: {why}\n"
-                f"    vocabulary {small.vocab}: forward {_calls(a['forward'])}; "
-                f"backward {_calls(a['backward'])}\n"
-                f"    vocabulary {large.vocab}: forward {_calls(b['forward'])}; "
-                f"backward {_calls(b['backward'])}\n"
+                f"    vocabulary {small.vocab}: forward {_calls(a.forward)}; "
+                f"backward {_calls(a.backward)}\n"
+                f"    vocabulary {large.vocab}: forward {_calls(b.forward)}; "
+                f"backward {_calls(b.backward)}\n"
                 f"    expected: all-reduces of per-token values only, the same for both vocabularies (e.g. "
                 f"loss_parallel's three of {small.tokens} values each in forward, nothing in backward)")
     return problems

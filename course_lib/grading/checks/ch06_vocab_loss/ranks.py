@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from course_lib.dist import record_traffic
-from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after, run_on_ranks
+from course_lib.grading.attempt.judge_runner import run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
 
 NAME = "vocab_parallel_cross_entropy"
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -53,6 +54,17 @@ def case_tensors(case: LossCase, seed: int) -> tuple[torch.Tensor, torch.Tensor]
     return logits.to(DTYPES[case.dtype]), target
 
 
+@dataclass(frozen=True)
+class LossOutcome:
+    """One rank's loss in one case: the loss (float64), the gradient of its slice of the logits (None when
+    there is none), and its forward's and backward's calls (op, nbytes)."""
+
+    loss: float
+    grad: torch.Tensor | None
+    forward: list
+    backward: list
+
+
 def _run_losses(rank, world_size, student, cases, seed):
     """Rank side: the student's loss and backward on this rank's slice of each case, and their traffic."""
     function = student.resolve()
@@ -79,8 +91,8 @@ def run_losses(student, world_size: int, cases, seed: int, timeout: float) -> Ra
     """The cases on ``world_size`` real ranks; a failure or a hang is recorded in the run, never raised."""
     cases = list(cases)
     text = FailureText(f"{NAME} on {world_size} rank(s)", frames=lambda tb: frames_after(tb, __file__))
-    return run_on_ranks(_run_losses, world_size, student, cases, seed, text=text, timeout=timeout,
-                        cases=cases, seed=seed)
+    return run_answer(_run_losses, world_size, student, cases, seed, record=LossOutcome, text=text,
+                      timeout=timeout, cases=cases, seed=seed)
 
 
 def _yours_and_loss_parallel(rank, world_size, student, case, seed):

@@ -8,6 +8,7 @@ the bytes sent do not grow with the vocabulary. No vocabulary-parallel loss is i
 from __future__ import annotations
 
 from course_lib.dist import run_ranks
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
@@ -29,13 +30,10 @@ VISIBLE_CASES = (LossCase(6, 11), LossCase(6, 29), LossCase(5, 13, offset=120.0)
 
 def _visible(candidate, judge, what: str) -> None:
     student = as_student_function(candidate, NAME, refusal=REFUSAL)
-    problems = []
-    for world_size in VISIBLE_WORLD_SIZES:
-        run = run_losses(student, world_size, VISIBLE_CASES, VISIBLE_SEED, VISIBLE_TIMEOUT_S)
-        problems += judge(run)
-        if run.error:
-            break
-    fail_with(problems, what, limit=3)
+    runs = runs_until_failure(
+        lambda world_size: run_losses(student, world_size, VISIBLE_CASES, VISIBLE_SEED, VISIBLE_TIMEOUT_S),
+        VISIBLE_WORLD_SIZES)
+    fail_with([p for run in runs for p in judge(run)], what, limit=3)
 
 
 def check_vocab_parallel_loss_values(vocab_parallel_cross_entropy) -> None:

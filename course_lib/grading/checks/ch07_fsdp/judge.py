@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.grading.checks.ch07_fsdp.ranks import FSDPCase, reference
+from course_lib.grading.attempt.judge_runner import judging
+from course_lib.grading.checks.ch07_fsdp.ranks import FSDPCase, FSDPOutcome, reference
 from course_lib.grading.checks.ch07_zero.ranks import GATHERS, REDUCE_SCATTERS
 
 # In low precision the parameters may differ from float32 training by this share of how far training
@@ -17,17 +18,16 @@ LOW_PRECISION_SHARE = 0.1
 UNITS_AT_ONCE = {"forward": 2, "backward": 3}
 
 
+@judging
 def value_problems(run, case: FSDPCase, tolerance: float = 1e-5) -> list[str]:
     """gather_full_params() after training equals single-process training, name by name."""
-    if run.error:
-        return [run.error]
     want, problems = reference(case), []
-    for rank, outcome in enumerate(run.per_rank):
+    for rank, outcome in enumerate(run.records):
         where = f"rank {rank} of {run.world_size}" + (f", compute_dtype={case.dtype}" if case.dtype else "")
-        got = outcome["full"]
-        if case.tied and not all(outcome["ties"]):
+        got = outcome.full
+        if case.tied and not all(outcome.ties):
             problems.append(f"{where}: the tied weight {case.tied_names} (one parameter held by two modules) "
-                            f"came apart: in forward {outcome['ties'].index(False) + 1} its two modules saw "
+                            f"came apart: in forward {outcome.ties.index(False) + 1} its two modules saw "
                             "different values; shard it once and point both modules at the gathered tensor")
         if sorted(got) != sorted(want):
             extra, missing = sorted(set(got) - set(want)), sorted(set(want) - set(got))
@@ -44,10 +44,10 @@ def value_problems(run, case: FSDPCase, tolerance: float = 1e-5) -> list[str]:
     return problems
 
 
-def memory_bound(case: FSDPCase, world_size: int, outcome: dict, phase: str) -> tuple[int, str]:
+def memory_bound(case: FSDPCase, world_size: int, outcome: FSDPOutcome, phase: str) -> tuple[int, str]:
     """The most bytes a rank may hold beyond the plain model's activations in ``phase``, and why."""
     largest = max(case.unit_bytes(world_size, 4))
-    shards, units = outcome["shard_bytes"], UNITS_AT_ONCE[phase]
+    shards, units = outcome.shard_bytes, UNITS_AT_ONCE[phase]
     if phase == "forward":
         return (shards + units * largest,
                 f"its shards ({shards}) and {units} x the largest unit's {largest} bytes (the unit running "
@@ -57,17 +57,16 @@ def memory_bound(case: FSDPCase, world_size: int, outcome: dict, phase: str) -> 
             "(the unit running, the next one prefetched, one unit's full gradient)")
 
 
+@judging
 def memory_problems(run, case: FSDPCase) -> list[str]:
     """In the forward and in the backward, at its peak the process holds at most the plain model's
     activations plus the bound above."""
-    if run.error:
-        return [run.error]
     unsharded = sum(p.numel() * 4 for p in case.model().parameters())
     problems = []
-    for rank, outcome in enumerate(run.per_rank):
+    for rank, outcome in enumerate(run.records):
         for phase in ("forward", "backward"):
             bound, made_of = memory_bound(case, run.world_size, outcome, phase)
-            peak, baseline = outcome["peak"][phase], outcome["baseline"][phase]
+            peak, baseline = outcome.peak[phase], outcome.baseline[phase]
             if peak - baseline > bound:
                 problems.append(
                     f"rank {rank} of {run.world_size}: in the {phase} the process held up to {peak} bytes of "
@@ -96,18 +95,17 @@ def _backward_order(ops: list[str], units: int) -> str | None:
     return None
 
 
+@judging
 def traffic_problems(run, case: FSDPCase, itemsize: int = 4) -> list[str]:
     """Per unit: an all-gather in forward, another in backward, one reduce-scatter started during the
     backward (none left to finish_gradient_synchronization); nothing else."""
-    if run.error:
-        return [run.error]
     sizes = case.unit_bytes(run.world_size, itemsize)
     expected = sorted(sizes * 2), sorted(sizes)
     problems = []
-    for rank, outcome in enumerate(run.per_rank):
+    for rank, outcome in enumerate(run.records):
         where = f"rank {rank} of {run.world_size}, one step of {len(sizes)} units"
-        everything = outcome["events"] + outcome["finish_events"]
-        ops = [op for op, _ in outcome["events"]]
+        everything = outcome.events + outcome.finish_events
+        ops = [op for op, _ in outcome.events]
         gathers = sorted(b for op, b in everything if op in GATHERS)
         scatters = sorted(b for op, b in everything if op in REDUCE_SCATTERS)
         others = sorted({op for op, _ in everything if op not in GATHERS + REDUCE_SCATTERS})
@@ -116,7 +114,7 @@ def traffic_problems(run, case: FSDPCase, itemsize: int = 4) -> list[str]:
         if (gathers, scatters) != expected:
             problems.append(f"{where}: expected 2 all-gathers and 1 reduce-scatter per unit, of "
                             f"{sorted(sizes)} bytes; recorded {[op for op, _ in everything]}")
-        late = [op for op, _ in outcome["finish_events"] if op in REDUCE_SCATTERS]
+        late = [op for op, _ in outcome.finish_events if op in REDUCE_SCATTERS]
         if late:
             problems.append(f"{where}: {len(late)} reduce-scatters waited for "
                             "finish_gradient_synchronization; start each during the backward, once its "
@@ -129,21 +127,20 @@ def traffic_problems(run, case: FSDPCase, itemsize: int = 4) -> list[str]:
     return problems
 
 
+@judging
 def precision_problems(run, case: FSDPCase) -> list[str]:
     """Parameters gathered in the compute dtype, float32 shards and gradients, values within tolerance."""
     initial = dict(case.model().named_parameters())
     moved = max(float((p - initial[name].detach()).abs().max()) for name, p in reference(case).items())
     problems = value_problems(run, case, tolerance=LOW_PRECISION_SHARE * moved)
-    if run.error:
-        return problems
     itemsize = getattr(torch, case.dtype).itemsize
     sizes = sorted(case.unit_bytes(run.world_size, itemsize) * 2)
-    for rank, outcome in enumerate(run.per_rank):
-        gathered = sorted(b for op, b in outcome["events"] if op in GATHERS)
+    for rank, outcome in enumerate(run.records):
+        gathered = sorted(b for op, b in outcome.events if op in GATHERS)
         if gathered != sizes:
             problems.append(f"rank {rank}: the all-gathers moved {gathered} bytes; in {case.dtype} each "
                             f"unit's two all-gathers move {sorted(set(sizes))} bytes")
-        if outcome["shard_dtypes"] != ["torch.float32"] or outcome["grad_dtypes"] != ["torch.float32"]:
-            problems.append(f"rank {rank}: the shards (master weights) are {outcome['shard_dtypes']} with "
-                            f"gradients {outcome['grad_dtypes']}; both must stay torch.float32")
+        if outcome.shard_dtypes != ["torch.float32"] or outcome.grad_dtypes != ["torch.float32"]:
+            problems.append(f"rank {rank}: the shards (master weights) are {outcome.shard_dtypes} with "
+                            f"gradients {outcome.grad_dtypes}; both must stay torch.float32")
     return problems

@@ -103,6 +103,24 @@ def activation_baseline(case: FSDPCase, rows: slice) -> dict[str, int]:
     return probe.peaks()
 
 
+@dataclass(frozen=True)
+class FSDPOutcome:
+    """One rank after training with the student's FSDP: gather_full_params() ({name: float32 tensor}), the
+    first step's calls (op, nbytes) before and inside finish_gradient_synchronization(), the tensor bytes
+    held at the peak and by the plain model's activations ({"forward": .., "backward": ..}), per forward
+    whether the tied modules saw one weight, its shards' and gradients' dtypes, and its shards' bytes."""
+
+    full: dict
+    events: list
+    finish_events: list
+    peak: dict
+    baseline: dict
+    ties: list
+    shard_dtypes: list
+    grad_dtypes: list
+    shard_bytes: int
+
+
 def fsdp_side(rank, world_size, student, case: FSDPCase):
     """Rank side: the student's FSDP trains this rank's rows; returns what the judge compares."""
     fsdp_class = student.resolve()

@@ -9,7 +9,8 @@ reduce-scatter started during the backward); mixed precision. torch's FSDP is re
 
 from __future__ import annotations
 
-from course_lib.grading.attempt.rank_attempt import attempt, fail_with
+from course_lib.grading.attempt.judge_runner import run_training_answer
+from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch07_fsdp.judge import (
     LOW_PRECISION_SHARE,
@@ -18,7 +19,7 @@ from course_lib.grading.checks.ch07_fsdp.judge import (
     traffic_problems,
     value_problems,
 )
-from course_lib.grading.checks.ch07_fsdp.ranks import FSDPCase, fsdp_side, reference
+from course_lib.grading.checks.ch07_fsdp.ranks import FSDPCase, FSDPOutcome, fsdp_side, reference
 from course_lib.grading.checks.ch07_zero.ranks import chapter_refusal
 
 REFUSAL = chapter_refusal("your FSDP")
@@ -31,7 +32,8 @@ __all__ = ["REFUSAL", "FSDPCase", "check_fsdp_memory", "check_fsdp_mixed_precisi
 
 def run_fsdp(candidate, case: FSDPCase, world_size: int, timeout: float):
     student = as_student_function(candidate, "FSDP", refusal=REFUSAL)
-    return attempt(fsdp_side, world_size, student, case, name="FSDP", timeout=timeout)
+    return run_training_answer(fsdp_side, world_size, student, case, record=FSDPOutcome, name="FSDP",
+                               timeout=timeout, cases=(case,), one_per_rank=True)
 
 
 VISIBLE = FSDPCase(tied=True)   # values, memory and traffic judge this one run
@@ -62,7 +64,7 @@ def check_fsdp_memory(FSDP, world_size: int = 2) -> None:  # noqa: N803
     shards and their gradients, and a few units."""
     run = _visible(FSDP, VISIBLE, world_size)
     fail_with(memory_problems(run, VISIBLE), "FSDP holds too much memory")
-    extra = {phase: max(o["peak"][phase] - o["baseline"][phase] for o in run.per_rank)
+    extra = {phase: max(o.peak[phase] - o.baseline[phase] for o in run.records)
              for phase in ("forward", "backward")}
     unsharded = sum(p.numel() * 4 for p in VISIBLE.model().parameters())
     print(f"FSDP: at most {extra['forward']} bytes in the forward and {extra['backward']} in the backward "

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import torch
 
+from course_lib.grading.attempt.judge_runner import judging
 from course_lib.grading.checks.ch07_optimizer.ranks import (
     ADAMW,
     HYPERPARAMETERS,
     OptimizerCase,
+    OptimizerOutcome,
     groups_at,
     make_model,
     param_groups,
@@ -28,15 +30,14 @@ def reference(case: OptimizerCase):
     return model, trained["optimizer"]
 
 
+@judging
 def value_problems(run, case: OptimizerCase) -> list[str]:
     """Every rank's parameters after training equal unsharded AdamW's (float64 reorderings aside)."""
-    if run.error:
-        return [run.error]
     model, _ = reference(case)
     names = [name for name, _ in model.named_parameters()]
     problems = []
-    for rank, outcome in enumerate(run.per_rank):
-        for name, got, want in zip(names, outcome["params"], model.parameters(), strict=True):
+    for rank, outcome in enumerate(run.records):
+        for name, got, want in zip(names, outcome.params, model.parameters(), strict=True):
             if not torch.allclose(got, want.detach(), rtol=1e-7, atol=1e-9):
                 gap = float((got - want.detach()).abs().max())
                 problems.append(f"rank {rank} of {run.world_size}: after {case.steps} steps `{name}` differs "
@@ -60,8 +61,8 @@ def traffic_problems(run, case: OptimizerCase) -> list[str]:
     everything = sum(p.numel() * p.element_size() for p in params)
     limit = everything + run.world_size * len(params) * 8
     problems = []
-    for rank, outcome in enumerate(run.per_rank):
-        events = outcome["step_events"]
+    for rank, outcome in enumerate(run.records):
+        events = outcome.step_events
         others = sorted({op for op, _ in events if op not in SENDS_PARAMETERS})
         sent = sum(nbytes for op, nbytes in events if op in SENDS_PARAMETERS)
         where = f"rank {rank} of {run.world_size}: one step() recorded {len(events)} calls"
@@ -74,50 +75,48 @@ def traffic_problems(run, case: OptimizerCase) -> list[str]:
     return problems
 
 
+@judging
 def memory_problems(run, case: OptimizerCase) -> list[str]:
     """Each rank holds at most its 1/N of AdamW's state, give or take one parameter's share; one step()
     sends the updated parameters once."""
-    if run.error:
-        return [run.error]
     total, largest = unsharded_state_bytes(case)
     limit = total / run.world_size + largest
-    problems = [f"rank {rank} of {run.world_size} holds {outcome['state_bytes']} bytes of optimizer state; "
+    problems = [f"rank {rank} of {run.world_size} holds {outcome.state_bytes} bytes of optimizer state; "
                 f"unsharded AdamW holds {total}, so a rank's share should be at most "
                 f"{total}/{run.world_size} + one parameter's ({largest}) = {limit:.0f} (a frozen parameter "
                 "has no state: it is nobody's share)"
-                for rank, outcome in enumerate(run.per_rank) if outcome["state_bytes"] > limit]
-    held = sum(outcome["state_bytes"] for outcome in run.per_rank)
+                for rank, outcome in enumerate(run.records) if outcome.state_bytes > limit]
+    held = sum(outcome.state_bytes for outcome in run.records)
     if held < 0.9 * total:
         problems.append(f"the {run.world_size} ranks hold {held} bytes of optimizer state together, less "
                         f"than AdamW's {total}: every parameter's state must live on some rank")
     return problems + traffic_problems(run, case)
 
 
-def _closure_problems(where: str, outcome: dict) -> list[str]:
+def _closure_problems(where: str, outcome: OptimizerOutcome) -> list[str]:
     problems = []
-    for index, (returned, computed) in enumerate(outcome["closure_losses"]):
+    for index, (returned, computed) in enumerate(outcome.closure_losses):
         if not isinstance(returned, float) or computed is None or abs(returned - computed) > 1e-12:
             problems.append(f"{where}: step(closure) returned {returned}, not the closure's loss {computed} "
                             f"(closure step {index + 1}); call it once and return what it returned")
     return problems
 
 
+@judging
 def api_problems(run, case: OptimizerCase) -> list[str]:
     """A torch Optimizer; zero_grad clears every gradient; step(closure) returns the closure's loss;
     state_dict splits torch's across ranks (load_state_dict's round trip is in the values)."""
-    if run.error:
-        return [run.error]
     want = reference(case)[1].state_dict()
     problems, owners = [], set()
-    for rank, outcome in enumerate(run.per_rank):
+    for rank, outcome in enumerate(run.records):
         where = f"rank {rank} of {run.world_size}"
-        if not outcome["is_optimizer"]:
+        if not outcome.is_optimizer:
             problems.append(f"{where}: ShardedOptimizer must subclass torch.optim.Optimizer")
-        if any(g not in (None, 0.0) for g in outcome["grads_after_zero_grad"]):
+        if any(g not in (None, 0.0) for g in outcome.grads_after_zero_grad):
             problems.append(f"{where}: after zero_grad() some gradients are still there; clear every "
                             "parameter's, not only the ones this rank steps")
         problems += _closure_problems(where, outcome)
-        saved = outcome["state_dict"]
+        saved = outcome.state_dict
         if "error" in saved:
             problems.append(f"{where}: state_dict() raised {saved['error']}")
             continue

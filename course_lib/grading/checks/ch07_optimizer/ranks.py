@@ -192,6 +192,23 @@ def plain_state_dict(optimizer) -> dict:
         return {"error": f"{type(error).__name__}: {error}"[:300]}
 
 
+@dataclass(frozen=True)
+class OptimizerOutcome:
+    """One rank after training with the student's optimizer: its parameters, whether the optimizer is a
+    torch Optimizer, the bytes of state it holds, its state_dict() (torch's format, or {"error": ...}),
+    each closure step's (returned, computed) losses and grad mode, one step()'s calls (op, nbytes), and
+    each gradient's size after zero_grad() (None: cleared)."""
+
+    params: list
+    is_optimizer: bool
+    state_bytes: int
+    state_dict: dict
+    closure_losses: list
+    closure_grad_enabled: list
+    step_events: list
+    grads_after_zero_grad: list
+
+
 def optimizer_side(rank, world_size, student, case: OptimizerCase):
     """Rank side: the student's optimizer trains this rank's rows; returns what the judge compares."""
     optimizer_class = student.resolve()

@@ -8,7 +8,8 @@ state_dict and load_state_dict). torch's own ZeroRedundancyOptimizer is refused,
 
 from __future__ import annotations
 
-from course_lib.grading.attempt.rank_attempt import attempt, fail_with
+from course_lib.grading.attempt.judge_runner import run_training_answer
+from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch07_optimizer.judge import (
     api_problems,
@@ -18,6 +19,7 @@ from course_lib.grading.checks.ch07_optimizer.judge import (
 )
 from course_lib.grading.checks.ch07_optimizer.ranks import (
     OptimizerCase,
+    OptimizerOutcome,
     optimizer_side,
     state_bytes,
 )
@@ -33,7 +35,8 @@ __all__ = ["REFUSAL", "OptimizerCase", "api_problems", "check_sharded_optimizer_
 
 def run_optimizer(candidate, case: OptimizerCase, world_size: int, timeout: float):
     student = as_student_function(candidate, "ShardedOptimizer", refusal=REFUSAL)
-    return attempt(optimizer_side, world_size, student, case, name="ShardedOptimizer", timeout=timeout)
+    return run_training_answer(optimizer_side, world_size, student, case, record=OptimizerOutcome,
+                               name="ShardedOptimizer", timeout=timeout, cases=(case,), one_per_rank=True)
 
 
 # A large frozen projection (8 x width x width) in the values and memory cases; closures in values and api.
@@ -57,8 +60,8 @@ def check_sharded_optimizer_memory(ShardedOptimizer, world_size: int = 4) -> Non
     fail_with(memory_problems(run, VISIBLE_MEMORY),
               "ShardedOptimizer does not shard the optimizer state as ZeRO-1 does")
     total, _ = unsharded_state_bytes(VISIBLE_MEMORY)
-    calls = len(run.per_rank[0]["step_events"])
-    print(f"ShardedOptimizer: state per rank {[o['state_bytes'] for o in run.per_rank]} bytes, unsharded "
+    calls = len(run.records[0].step_events)
+    print(f"ShardedOptimizer: state per rank {[o.state_bytes for o in run.records]} bytes, unsharded "
           f"AdamW {total} bytes; one step() made {calls} calls to send the updated parameters")
 
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.grading.checks.ch07_zero.ranks import (
-    FlatCase,
-)
+from course_lib.grading.checks.ch07_zero.ranks import FlatCase, ShardOutcome
 
 
 def close(actual, expected) -> bool:
@@ -33,18 +31,18 @@ def tensor_problem(where: str, got, shape, dtype: torch.dtype, what: str) -> str
     return None
 
 
-def shard_problems(case: FlatCase, world_size: int, outcome: dict) -> list[str]:
+def shard_problems(case: FlatCase, world_size: int, outcome: ShardOutcome) -> list[str]:
     """Size, dtype, refusal of mixed dtypes, inputs untouched: what can be said of one rank's shard alone."""
     where = case.describe(world_size)
     if case.mixed:
-        return [] if outcome["raised"] and outcome["raised"].startswith("TypeError") else [
+        return [] if outcome.raised and outcome.raised.startswith("TypeError") else [
             f"{where}: tensors of different dtypes cannot share one flat buffer: raise TypeError "
-            f"(got {outcome['raised'] or 'no error'})"]
-    if outcome["raised"]:
-        return [f"{where}: raised {outcome['raised']}"]
-    problems = [] if outcome["unchanged"] else [f"{where}: the tensors you were given changed: leave them"]
+            f"(got {outcome.raised or 'no error'})"]
+    if outcome.raised:
+        return [f"{where}: raised {outcome.raised}"]
+    problems = [] if outcome.unchanged else [f"{where}: the tensors you were given changed: leave them"]
     want = case.shard_numel(world_size)
-    found = tensor_problem(where, outcome["shard"], (want,), case.dtype,
+    found = tensor_problem(where, outcome.shard, (want,), case.dtype,
                            f"the shard (1-D, ceil({case.numel}/{world_size}) = {want} elements)")
     return problems + ([found] if found else [])
 

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from course_lib.dist import record_traffic
-from course_lib.grading.attempt.rank_attempt import attempt
+from course_lib.grading.attempt.judge_runner import run_training_answer
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
 
@@ -103,6 +103,36 @@ def _plain(value):
     return f"<{type(value).__name__}>"
 
 
+@dataclass(frozen=True)
+class ShardOutcome:
+    """One rank's shard_parameters in one case: the shard (or its type's name), what it raised (None when
+    nothing), and whether the tensors it was given were left unchanged."""
+
+    shard: object
+    raised: str | None
+    unchanged: bool
+
+
+@dataclass(frozen=True)
+class GatherOutcome:
+    """One rank's gather_parameters in one case: what it gave back, what it raised, its calls (op, nbytes)."""
+
+    gathered: object
+    raised: str | None
+    events: list
+
+
+@dataclass(frozen=True)
+class ReduceScatterOutcome:
+    """One rank's reduce_scatter_gradients in one case: its shard, what it raised, its calls, and the
+    gradients summed by torch's all-reduce."""
+
+    shard: object
+    raised: str | None
+    events: list
+    all_reduced: list
+
+
 def shard_side(rank, world_size, student, cases, seed):
     """Rank side of shard_parameters: each rank shards the same tensors; no communication allowed."""
     function = student.resolve()
@@ -162,8 +192,13 @@ def reduce_scatter_side(rank, world_size, student, cases, seed):
     return outcomes
 
 
+# What each rank side sends back per case
+OUTCOMES = {shard_side: ShardOutcome, gather_side: GatherOutcome, reduce_scatter_side: ReduceScatterOutcome}
+
+
 def run_part(side, world_size: int, name: str, candidate, cases, seed: int, *extra, timeout: float,
              refusal: Refusal):
     """``side`` on real ranks with the student's function ``name`` under the exercise's ``refusal``."""
     student = as_student_function(candidate, name, refusal=refusal)
-    return attempt(side, world_size, student, cases, seed, *extra, name=name, timeout=timeout)
+    return run_training_answer(side, world_size, student, cases, seed, *extra, record=OUTCOMES[side],
+                               name=name, timeout=timeout, cases=cases, seed=seed)

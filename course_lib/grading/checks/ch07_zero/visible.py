@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from course_lib.grading.attempt.judge_runner import failures
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch07_zero.judge import (
     close,
@@ -50,7 +51,7 @@ def visible_shard(tensors) -> torch.Tensor:
 
 
 def _ran(run, name: str):
-    fail_with([run.error] if run.error else [], f"{name} did not run")
+    fail_with(failures([run]), f"{name} did not run")
     return run
 
 
@@ -60,14 +61,14 @@ def check_shard_parameters(shard_parameters) -> None:
     run = _ran(run_part(shard_side, VISIBLE_WORLD, "shard_parameters", shard_parameters, (COUNTING, MIXED),
                         7, timeout=VISIBLE_TIMEOUT_S, refusal=REFUSAL), "shard_parameters")
     problems = []
-    for rank, (counting, mixed) in enumerate(run.per_rank):
+    for rank, (counting, mixed) in enumerate(run.records):
         where = f"rank {rank}"
         problems += [f"{where}: {p}" for p in shard_problems(MIXED, VISIBLE_WORLD, mixed)]
         found = shard_problems(COUNTING, VISIBLE_WORLD, counting)
         want = torch.tensor(VISIBLE_SHARDS[rank], dtype=torch.float32)
-        if not found and not torch.equal(counting["shard"], want):
+        if not found and not torch.equal(counting.shard, want):
             found = [f"{COUNTING.describe(VISIBLE_WORLD)}: expected {want.tolist()} (the tensors flattened "
-                     f"in order, padded with zeros to 18, cut in 3), got {counting['shard'].tolist()}"]
+                     f"in order, padded with zeros to 18, cut in 3), got {counting.shard.tolist()}"]
         problems += [f"{where}: {p}" for p in found]
     fail_with(problems, "shard_parameters gave wrong shards")
     print(f"shard_parameters: {COUNTING.numel} elements on {VISIBLE_WORLD} ranks -> shards of "
@@ -81,13 +82,13 @@ def check_gather_parameters(gather_parameters) -> None:
                         visible_shard, timeout=VISIBLE_TIMEOUT_S, refusal=REFUSAL), "gather_parameters")
     expected = case_tensors(COUNTING, 7, 0)
     problems = []
-    for rank, (outcome,) in enumerate(run.per_rank):
+    for rank, outcome in enumerate(run.case_records(0)):
         where = f"rank {rank}, handed the shard {list(VISIBLE_SHARDS[rank])}"
-        if outcome["raised"]:
-            problems.append(f"{where}: raised {outcome['raised']}")
+        if outcome.raised:
+            problems.append(f"{where}: raised {outcome.raised}")
             continue
-        problems += gathered_problems(where, outcome["gathered"], expected)
-        problems += traffic_problems(COUNTING, VISIBLE_WORLD, outcome["events"], GATHERS, "all-gather")
+        problems += gathered_problems(where, outcome.gathered, expected)
+        problems += traffic_problems(COUNTING, VISIBLE_WORLD, outcome.events, GATHERS, "all-gather")
     fail_with(problems, "gather_parameters did not rebuild the tensors")
     print(f"gather_parameters: the {VISIBLE_WORLD} shards gathered back into the tensors with one all-gather "
           f"of {COUNTING.bytes_moved(VISIBLE_WORLD)} bytes")
@@ -100,18 +101,18 @@ def check_reduce_scatter_gradients(reduce_scatter_gradients) -> None:
                         reduce_scatter_gradients, (COUNTING,), 7, timeout=VISIBLE_TIMEOUT_S, refusal=REFUSAL),
                "reduce_scatter_gradients")
     problems = []
-    for rank, (outcome,) in enumerate(run.per_rank):
+    for rank, outcome in enumerate(run.case_records(0)):
         where = f"rank {rank}, {COUNTING.describe(VISIBLE_WORLD)}"
-        if outcome["raised"]:
-            problems.append(f"{where}: raised {outcome['raised']}")
+        if outcome.raised:
+            problems.append(f"{where}: raised {outcome.raised}")
             continue
         want = 6 * torch.tensor(VISIBLE_SHARDS[rank], dtype=torch.float32)
-        found = tensor_problem(where, outcome["shard"], want.shape, want.dtype, "the shard")
-        if found is None and not close(outcome["shard"], want):
+        found = tensor_problem(where, outcome.shard, want.shape, want.dtype, "the shard")
+        if found is None and not close(outcome.shard, want):
             found = (f"{where}: expected 6 x this rank's shard of the padded buffer, {want.tolist()} (the "
-                     f"sum over the ranks, as dist.all_reduce gives it), got {outcome['shard'].tolist()}")
+                     f"sum over the ranks, as dist.all_reduce gives it), got {outcome.shard.tolist()}")
         problems += [found] if found else []
-        problems += traffic_problems(COUNTING, VISIBLE_WORLD, outcome["events"], REDUCE_SCATTERS,
+        problems += traffic_problems(COUNTING, VISIBLE_WORLD, outcome.events, REDUCE_SCATTERS,
                                      "reduce-scatter")
     fail_with(problems, "reduce_scatter_gradients gave wrong shards")
     print(f"reduce_scatter_gradients: each rank's shard of the summed gradients, with one reduce-scatter of "

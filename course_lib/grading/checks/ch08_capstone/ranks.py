@@ -5,6 +5,7 @@ tensor-parallel group, reported as the weights each linear layer holds.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -18,6 +19,18 @@ def _linear_weights(module) -> int:
     """Elements of the matrix parameters a rank holds (its shard of a DTensor), norms left out."""
     return sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in module.parameters()
                if p.dim() == 2)
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """One rank's stage: what building or running it raised (as text), or the matrix weights it holds
+    against the unsharded blocks', and how far its output and input gradient are from theirs."""
+
+    raised: str | None = None
+    held: int = 0
+    whole: int = 0
+    output: float = 0.0
+    input_grad: float = 0.0
 
 
 def stage_side(rank, world_size, build_stage, layers, seed):
@@ -35,7 +48,7 @@ def stage_side(rank, world_size, build_stage, layers, seed):
         out = stage(x_mine)
         out.square().sum().backward()
     except Exception as error:   # noqa: BLE001 - reported as the student's error
-        return {"error": f"{type(error).__name__}: {error}"[:400]}
+        return {"raised": f"{type(error).__name__}: {error}"[:400]}
     with torch.no_grad():
         gaps = {"output": float((out - expected).abs().max()),
                 "input_grad": float((x_mine.grad - x_whole.grad).abs().max())}

@@ -10,11 +10,12 @@ allows those files and refuses the rest of course_lib.
 from __future__ import annotations
 
 from course_lib.capstone.run import MESH_NAMES, MESH_SHAPE, run_capstone, single_process_losses
-from course_lib.grading.attempt.rank_attempt import FailureText, fail_with, run_on_ranks
+from course_lib.grading.attempt.judge_runner import run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch08_capstone.judge import stage_problems
-from course_lib.grading.checks.ch08_capstone.ranks import stage_side
+from course_lib.grading.checks.ch08_capstone.ranks import StageOutcome, stage_side
 from course_lib.grading.checks.ch08_mesh.visible import judge_calls, student_answers, torch_reference
 
 # The capstone hands the answer its groups (capstone/groups.py) and its pieces (capstone/run.py, played by
@@ -48,9 +49,9 @@ def check_build_stage(build_stage, layers: int = 2, seed: int = 0, tp: int = 2) 
     """On ``tp`` ranks: the stage gives the unsharded blocks' output and input gradient, and every rank
     holds 1/tp of the blocks' matrix weights."""
     student = as_student_function(build_stage, "build_stage", refusal=REFUSAL)
-    run = run_on_ranks(stage_side, tp, student, layers, seed, text=FailureText("build_stage"),
-                       timeout=RANK_TIMEOUT_S)
-    fail_with([run.error] if run.error else stage_problems(run.per_rank, layers, tp), "build_stage")
+    run = run_answer(stage_side, tp, student, layers, seed, record=StageOutcome,
+                     text=FailureText("build_stage"), timeout=RANK_TIMEOUT_S, one_per_rank=True)
+    fail_with(stage_problems(run, layers, tp), "build_stage")
     print(f"build_stage: {layers} blocks split over {tp} ranks, same output and gradients as unsharded, "
           f"1/{tp} of the weights per rank")
 

@@ -24,8 +24,8 @@ def compare(name: str, args, got, expected, problems: list) -> None:
 def judge_calls(name: str, calls: list, outcomes: list, expected: list, what: str) -> None:
     problems: list = []
     for args, outcome, want in zip(calls, outcomes, expected, strict=True):
-        if "error" in outcome:
-            problems.append(f"{name}{tuple(args)} raised {outcome['error']}")
+        if outcome.raised:
+            problems.append(f"{name}{tuple(args)} raised {outcome.raised}")
         else:
-            compare(name, args, outcome["value"], want, problems)
+            compare(name, args, outcome.value, want, problems)
     fail_with(problems, what)

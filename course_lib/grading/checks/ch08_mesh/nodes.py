@@ -58,9 +58,9 @@ def check_mesh_bad_shapes(mesh_coordinates, mesh_groups, groups_inside_node, bad
     outcomes = student_answers(functions, [(name, args) for name, args, _ in bad], "the mesh functions")
     problems = []
     for (name, args, why), outcome in zip(bad, outcomes, strict=True):
-        error = outcome.get("error")
+        error = outcome.raised
         if error is None:
-            problems.append(f"{name}{args} ({why}) returned {outcome['value']!r}; raise ValueError saying "
+            problems.append(f"{name}{args} ({why}) returned {outcome.value!r}; raise ValueError saying "
                             "what is wrong")
         elif not error.startswith("ValueError"):
             problems.append(f"{name}{args} ({why}) raised {error}; raise ValueError saying what is wrong")

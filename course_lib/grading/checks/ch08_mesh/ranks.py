@@ -5,6 +5,7 @@ torch's DeviceMesh built on real gloo ranks beside it, each answer as plain data
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 import torch.distributed as dist
 
@@ -26,11 +27,19 @@ def plain(value):
     return repr(value)[:200]
 
 
+@dataclass(frozen=True)
+class CallOutcome:
+    """One call of the student's function: what it returned (plain data), or what it raised (as text)."""
+
+    value: object = None
+    raised: str | None = None
+
+
 def _call(function, args):
     try:
         return {"value": plain(function(*args))}
     except Exception as error:   # noqa: BLE001 - reported to the judging side as the student's error
-        return {"error": f"{type(error).__name__}: {error}"[:300]}
+        return {"raised": f"{type(error).__name__}: {error}"[:300]}
 
 
 def calls_side(rank, world_size, students, calls):
@@ -58,7 +67,7 @@ def _mesh_rank(rank, world_size, meshes, students):
 
 
 def run_meshes(meshes_by_world: dict, students=(), timeout: float = RANK_TIMEOUT_S) -> dict:
-    """{mesh: per rank {"torch": ..., "student": {function name: {"value"|"error"}}, "args": ...}}.
+    """{mesh: per rank {"torch": ..., "student": {function name: {"value"|"raised"}}, "args": ...}}.
 
     A mesh is (shape, names) for torch's own layout, or (shape, names, placement, rank tensor). Every
     mesh is built with DeviceMesh on real gloo ranks; students' functions run beside it."""

@@ -10,11 +10,12 @@ student's functions run only in child processes, under the exercise's ``Refusal`
 from __future__ import annotations
 
 from course_lib.dist import RankFailure, RanksHungError
-from course_lib.grading.attempt.rank_attempt import FailureText, fail_with, run_on_ranks
+from course_lib.grading.attempt.judge_runner import failures, run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch08_mesh.judge import compare, judge_calls
-from course_lib.grading.checks.ch08_mesh.ranks import RANK_TIMEOUT_S, calls_side, run_meshes
+from course_lib.grading.checks.ch08_mesh.ranks import RANK_TIMEOUT_S, CallOutcome, calls_side, run_meshes
 
 REFUSAL = Refusal("your rank-to-mesh mapping", modules=("torch.distributed.device_mesh",),
                   why="the exercise is a device mesh's index arithmetic; torch's DeviceMesh is what your "
@@ -38,12 +39,13 @@ PLACED_INSIDE_NODE = {1: {"dp": False, "tp": False}, 2: {"dp": True, "tp": False
 
 
 def student_answers(candidates: dict, calls: list, subject: str, refusal: Refusal = REFUSAL) -> list:
-    """Each call's {"value"} or {"error"}, computed in one child process under the exercise's refusal;
-    a refusal, a crash or a hang fails the check with its message."""
+    """Each call's CallOutcome (its value, or what it raised), computed in one child process under the
+    exercise's refusal; a refusal, a crash or a hang fails the check with its message."""
     students = [as_student_function(f, name, refusal=refusal) for name, f in candidates.items()]
-    run = run_on_ranks(calls_side, 1, students, calls, text=FailureText(subject), timeout=RANK_TIMEOUT_S)
-    fail_with([run.error] if run.error else [], f"{subject} did not run")
-    return run.per_rank[0]
+    run = run_answer(calls_side, 1, students, calls, record=CallOutcome, text=FailureText(subject),
+                     timeout=RANK_TIMEOUT_S, cases=calls)
+    fail_with(failures([run]), f"{subject} did not run")
+    return run.records[0]
 
 
 def torch_reference(meshes_by_world: dict) -> dict:
@@ -102,10 +104,10 @@ def check_mesh_matches_torch(mesh_coordinates, mesh_groups, meshes_by_world=None
     for per_rank in runs.values():
         for rank, result in enumerate(per_rank):
             for student, key in zip(students, ("coordinates", "groups"), strict=True):
-                outcome, args = result["student"][student.name], result["args"]
-                if "error" in outcome:
-                    problems.append(f"on rank {rank}: {student.name}{args} raised {outcome['error']}")
+                outcome, args = CallOutcome(**result["student"][student.name]), result["args"]
+                if outcome.raised:
+                    problems.append(f"on rank {rank}: {student.name}{args} raised {outcome.raised}")
                 else:
-                    compare(f"on rank {rank}: {student.name}", args, outcome["value"], result["torch"][key],
+                    compare(f"on rank {rank}: {student.name}", args, outcome.value, result["torch"][key],
                             problems)
     fail_with(problems, "on real ranks, your layout and torch's DeviceMesh differ")

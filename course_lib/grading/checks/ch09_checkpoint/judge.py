@@ -14,6 +14,7 @@ import torch
 from torch.utils.data.distributed import DistributedSampler
 
 from course_lib.dist.preemption import PreemptedRun, Preemption
+from course_lib.grading.attempt.judge_runner import failures
 from course_lib.grading.attempt.rank_attempt import student_frames
 
 LOSS_TOLERANCE = dict(rtol=1e-4, atol=1e-6)
@@ -82,12 +83,13 @@ def state_difference(expected, got, path: str = "") -> str | None:
 
 def run_failure(run: PreemptedRun, what: str) -> str | None:
     """Why ``run`` did not complete as a run that nobody preempted should, with the first traceback."""
-    if run.error is None and run.all_returned:
+    reasons = failures([run])   # a failure other than the preemption: a rank raised first, a hang
+    if not reasons and run.all_returned:
         bad = {rank: value for rank, value in run.values.items() if isinstance(value, str)}
         return f"{what}: {next(iter(bad.values()))}" if bad else None
     ended = (f"rank {rank}: {outcome}" for rank, outcome in sorted(run.outcomes.items())
              if outcome != "returned")
-    lead = run.error or "; ".join(ended)
+    lead = reasons[0] if reasons else "; ".join(ended)
     if "NotImplementedError" in lead:
         return f"{what}: not written yet (it raises NotImplementedError)"
     trace = next(iter(run.tracebacks.items()), None)

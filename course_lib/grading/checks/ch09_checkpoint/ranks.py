@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -68,6 +69,23 @@ def _plain(value):
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return value
     return f"<{type(value).__name__}>"
+
+
+@dataclass(frozen=True)
+class RoundTripOutcome:
+    """One rank's round trip: what loading an empty folder gave ("not asked" when none was given) and
+    what loading the folder gave after its saves (plain data)."""
+
+    empty: object
+    loaded: object
+
+
+@dataclass(frozen=True)
+class LoadOutcome:
+    """What load_checkpoint gave from one folder: the state (plain data), or what it raised (as text)."""
+
+    state: object = None
+    raised: str | None = None
 
 
 def round_trip_side(rank, world_size, save, load, folder, seed, empty_folder, versions):

@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from course_lib.dist.preemption import PreemptedRun, Preemption, run_preempted
+from course_lib.grading.attempt.judge_runner import failures, values_as
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch09_checkpoint.judge import (
@@ -24,6 +25,8 @@ from course_lib.grading.checks.ch09_checkpoint.judge import (
     training_problems,
 )
 from course_lib.grading.checks.ch09_checkpoint.ranks import (
+    LoadOutcome,
+    RoundTripOutcome,
     load_side,
     make_state,
     round_trip_side,
@@ -61,14 +64,14 @@ def round_trip_problems(save, load, world_size: int, new_world_size: int, seed: 
             return [failure]
         again = run_preempted(load_side, new_world_size, load, [folder], timeout=timeout)
     problems = []
-    for rank, outcome in sorted(first.values.items()):
-        if outcome["empty"] is not None:
+    for rank, outcome in sorted(values_as(first, RoundTripOutcome).items()):
+        if outcome.empty is not None:
             problems.append(f"rank {rank}: load_checkpoint of an empty folder returned "
-                            f"{str(outcome['empty'])[:60]}, expected None")
-        difference = state_difference(make_state(seed, rank, saves), outcome["loaded"])
+                            f"{str(outcome.empty)[:60]}, expected None")
+        difference = state_difference(make_state(seed, rank, saves), outcome.loaded)
         if difference:
             older = next((v for v in range(saves - 1, 0, -1)
-                          if state_difference(make_state(seed, rank, v), outcome["loaded"]) is None), None)
+                          if state_difference(make_state(seed, rank, v), outcome.loaded) is None), None)
             which = f" (it is save number {older} of {saves}: how are the versions ordered?)" if older else ""
             problems.append(f"rank {rank}, saving {times} and loading on the same {world_size} ranks "
                             f"(seed {seed}): the loaded state is not the last one this rank saved{which}: "
@@ -77,12 +80,12 @@ def round_trip_problems(save, load, world_size: int, new_world_size: int, seed: 
                                  f"(seed {seed})")
     if failure:
         return problems + [failure]
-    for rank, (loaded,) in sorted(again.values.items()):
-        if "raised" in loaded:
+    for rank, (loaded,) in sorted(values_as(again, LoadOutcome, per_case=True).items()):
+        if loaded.raised:
             problems.append(f"rank {rank} of {new_world_size}, loading what {world_size} ranks saved (seed "
-                            f"{seed}): load_checkpoint raised {loaded['raised']}")
+                            f"{seed}): load_checkpoint raised {loaded.raised}")
             continue
-        difference = state_difference(make_state(seed, rank % world_size, saves), loaded["state"])
+        difference = state_difference(make_state(seed, rank % world_size, saves), loaded.state)
         if difference:
             problems.append(f"rank {rank} of {new_world_size}, loading what {world_size} ranks saved (seed "
                             f"{seed}): expected the state rank {rank % world_size} saved: {difference}")
@@ -122,10 +125,10 @@ def save_profile(run: PreemptedRun, folder: str) -> SaveProfile:
     return SaveProfile(counts, max(sizes, default=0), last_open)
 
 
-def _version_of(loaded: dict, seed: int, rank: int):
-    if "raised" in loaded:
+def _version_of(loaded: LoadOutcome, seed: int, rank: int):
+    if loaded.raised:
         return "raised"
-    loaded = loaded["state"]
+    loaded = loaded.state
     if loaded is None:
         return None
     for version in (1, 2):
@@ -172,7 +175,7 @@ def atomic_problems(save, load, world_size: int, seed: int, choose: Callable[[Sa
             folder = os.path.join(stack.enter_context(scratch_folder()), "checkpoints")   # made by the save
             killed = run_preempted(save_versions_side, world_size, save, folder, seed, 2, preemption=plan,
                                    folder=folder, timeout=timeout)
-            if killed.error:
+            if failures([killed]):
                 return [run_failure(killed, f"saving on {world_size} ranks (seed {seed})")]
             if killed.struck:
                 folders.append(folder)
@@ -186,10 +189,11 @@ def atomic_problems(save, load, world_size: int, seed: int, choose: Callable[[Sa
         return [f"(seed {seed}) none of the planned kills struck: does save_checkpoint write its files "
                 "under path?"]
     problems = []
+    records = values_as(loads, LoadOutcome, per_case=True)
     for index, plan in enumerate(judged):
-        loaded = [loads.values[rank][index] for rank in range(world_size)]
+        loaded = [records[rank][index] for rank in range(world_size)]
         versions = [_version_of(entry, seed, rank) for rank, entry in enumerate(loaded)]
-        errors = [entry.get("raised") for entry in loaded]
+        errors = [entry.raised for entry in loaded]
         problems += [p for p in [_judge_killed_save(plan, versions, errors, seed)] if p]
     return problems
 
@@ -233,7 +237,7 @@ def _preempted_and_resumed(student, job, plan, world_size, new_world_size, refer
     what = f"(seed {job.seed}, save_every={job.save_every}) {plan.describe()}, on {world_size} ranks"
     killed = run_preempted(train_side, world_size, student, job, preemption=plan, folder=job.checkpoint_dir,
                            timeout=timeout)
-    if killed.error:
+    if failures([killed]):
         return [run_failure(killed, f"{what}: the run failed before the preemption")]
     if not killed.struck:
         return [f"{what}: the run ended before the planned preemption struck (does train report each step "

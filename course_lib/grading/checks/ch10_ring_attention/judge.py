@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.dist.sequence_split import layout_positions
+from course_lib.grading.attempt.judge_runner import cases_of, failures, judging
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch10_ring_attention.ranks import (
     DTYPES,
@@ -59,13 +60,12 @@ def _row_problem(case: AttentionCase, rank: int, n: int, out, want: torch.Tensor
             f"{row}, the query at sequence position {position}")
 
 
+@judging
 def value_problems(run: RankRun, masked: bool | None = None) -> list[str]:
     """Each rank's output against its rows of attention on one process, case by case (only the cases
     with the causal mask, or only those without, when ``masked`` says so)."""
-    if run.error:
-        return [run.error]
     problems = []
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         if masked is not None and case.causal != masked:
             continue
         for rank, (outcome, want) in enumerate(zip(outcomes, expected_rows(run, index), strict=True)):
@@ -140,12 +140,11 @@ def _rank_traffic(case, n: int, rank: int, outcome) -> list[str]:
     return problems
 
 
+@judging
 def traffic_problems(run: RankRun) -> list[str]:
     """Point-to-point to ring neighbours only, N-1 chunks of K and V per rank, with the mask or without."""
-    if run.error:
-        return [run.error]
     problems = []
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         if raised(outcomes):
             continue                  # a tolerated case that raised: the part that owns it judges it
         found = [f"rank {rank}, {case.describe(run.world_size)}: {p}" for rank, outcome in enumerate(outcomes)
@@ -161,10 +160,10 @@ def memory_problems(runs: list[RankRun], index: int) -> list[str]:
     Compared from 3 ranks on: from the second step a ring holds the chunk it works on and the one
     arriving, and on 2 ranks there is no second step (a rank's own K and V are its inputs, not counted).
     """
-    done = [run for run in runs if not run.error and run.world_size >= MEMORY_FROM_RANKS
+    done = [run for run in runs if run.completed and run.world_size >= MEMORY_FROM_RANKS
             and not raised(run.outcomes[index])]
     if len(done) < 2:
-        return [run.error for run in runs if run.error][:1]
+        return failures(runs)[:1]
     peaks = {run.world_size: max(o.peak for o in run.outcomes[index]) for run in done}
     fewest, most = min(peaks), max(peaks)
     case = done[0].cases[index]
@@ -211,12 +210,11 @@ def _work_problem(case: AttentionCase, rank: int, n: int, outcome) -> str | None
     return None
 
 
+@judging
 def work_problems(run: RankRun) -> list[str]:
     """Causal cases whose values are right: no rank computed more than the mask leaves to compute."""
-    if run.error:
-        return [run.error]
     problems = []
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         if not case.causal or run.world_size == 1:
             continue
         for rank, (outcome, right) in enumerate(zip(outcomes, right_ranks(run, index), strict=True)):

@@ -16,7 +16,8 @@ from course_lib.dist import record_traffic
 from course_lib.dist.compute_log import record_compute, warm_up
 from course_lib.dist.errors import ForbiddenCallError
 from course_lib.dist.sequence_split import layout_positions
-from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after, run_on_ranks
+from course_lib.grading.attempt.judge_runner import run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
 
 FORBIDDEN = ("collectives",)   # every torch.distributed collective, barrier included
 FORBIDDEN_REASON = "ring attention passes keys and values with send/recv/isend/irecv only"
@@ -144,9 +145,8 @@ def run_student(student, world_size: int, cases, seed: int, timeout: float, tole
     ``tolerant``: indices of cases that may raise without failing the run (another part judges them)."""
     text = FailureText(student.name, hung=HUNG_TEXT, forbidden=FORBIDDEN_TEXT, frames=_student_frames)
     warm_up()
-    run = run_on_ranks(_run_cases, world_size, student, list(cases), seed, tuple(tolerant), text=text,
-                       timeout=timeout, cases=cases, seed=seed)
-    return run.as_records(AttentionOutcome, student.name)
+    return run_answer(_run_cases, world_size, student, list(cases), seed, tuple(tolerant),
+                      record=AttentionOutcome, text=text, timeout=timeout, cases=cases, seed=seed)
 
 
 def _student_frames(remote_traceback: str) -> str:

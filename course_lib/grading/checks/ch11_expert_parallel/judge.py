@@ -11,6 +11,7 @@ import contextlib
 import torch
 
 from course_lib.examples.one_process_moe import dense_moe, gate_matrix
+from course_lib.grading.attempt.judge_runner import cases_of, failures, judging_with
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch11_expert_parallel.ranks import DTYPES, MoECase, case_data
 
@@ -69,44 +70,48 @@ def _compare(where: str, what: str, got, expected: torch.Tensor, dtype: str) -> 
 PEER_GONE = ("Connection reset by peer", "Connection closed by peer")
 
 
-def run_problem(run: RankRun) -> list[str]:
-    """The run's failure, with why a peer may have vanished: gloo kills a rank that is sent too much."""
-    if not run.error:
-        return []
-    if any(words in run.error for words in PEER_GONE):
-        return [f"{run.error}\n(another rank died first: gloo aborts a rank that receives more bytes than "
+def explained(reason: str) -> str:
+    """A failed run's reason, with why a peer may have vanished: gloo kills a rank that is sent too much."""
+    if any(words in reason for words in PEER_GONE):
+        return (f"{reason}\n(another rank died first: gloo aborts a rank that receives more bytes than "
                 "its output split sizes leave room for. Does every rank know how many rows each other rank "
-                "sends it? Exchange the counts first.)"]
-    return [run.error]
+                "sends it? Exchange the counts first.)")
+    return reason
 
 
+def run_problem(run: RankRun) -> list[str]:
+    """The run's failure, explained (none when it completed)."""
+    return [explained(reason) for reason in failures([run])]
+
+
+judging = judging_with(explained)
+
+
+@judging
 def value_problems(run: RankRun) -> list[str]:
     """Every rank's output against its rows of the one-process MoE's."""
-    if run.error:
-        return run_problem(run)
     problems = []
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         expected = reference(case, run.seed + 101 * index)
         for rank, outcome in enumerate(outcomes):
             rows = expected["data"].rows(rank)
-            problems += _compare(f"rank {rank}, {case.describe()}", "output", outcome["out"],
+            problems += _compare(f"rank {rank}, {case.describe()}", "output", outcome.out,
                                  expected["out"][rows], case.dtype)
     return problems
 
 
+@judging
 def gradient_problems(run: RankRun) -> list[str]:
     """Gradients of every rank's tokens and router logits, and of the experts it holds."""
-    if run.error:
-        return run_problem(run)
     problems = []
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         expected = reference(case, run.seed + 101 * index)
         for rank, outcome in enumerate(outcomes):
             where, rows = f"rank {rank}, {case.describe()}", expected["data"].rows(rank)
             for what in ("tokens_grad", "logits_grad"):
-                problems += _compare(where, what.replace("_", "."), outcome.get(what), expected[what][rows],
-                                     case.dtype)
-            for i, grads in enumerate(outcome.get("expert_grads") or []):
+                problems += _compare(where, what.replace("_", "."), getattr(outcome, what),
+                                     expected[what][rows], case.dtype)
+            for i, grads in enumerate(outcome.expert_grads or []):
                 expert = rank * case.experts_per_rank + i
                 for name, wanted in expected["expert_grads"][expert].items():
                     problems += _compare(where, f"expert {expert}'s {name}.grad", grads.get(name), wanted,
@@ -114,18 +119,17 @@ def gradient_problems(run: RankRun) -> list[str]:
     return problems
 
 
+@judging
 def router_gradient_problems(run: RankRun) -> list[str]:
     """The router logits' gradient of every rank (from runs with ``backward=ROUTER_ONLY``)."""
-    if run.error:
-        return run_problem(run)
     problems = []
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         expected = reference(case, run.seed + 101 * index)
         for rank, outcome in enumerate(outcomes):
-            if isinstance(outcome["out"], torch.Tensor):
+            if isinstance(outcome.out, torch.Tensor):
                 wanted = expected["logits_grad"][expected["data"].rows(rank)]
                 problems += _compare(f"rank {rank}, {case.describe()}", "logits.grad (the router's gradient)",
-                                     outcome.get("logits_grad"), wanted, case.dtype)
+                                     outcome.logits_grad, wanted, case.dtype)
     return problems
 
 
@@ -152,16 +156,15 @@ def _sent(events: list) -> int:
     return sum(sum(event[2] or [event[1]]) for event in events if event[0] == "all_to_all_single")
 
 
+@judging
 def capacity_problems(run: RankRun) -> list[str]:
     """With a capacity factor: the values of the MoE that drops the overflow, and no dropped pair sent
     (all ranks' all-to-alls together move at most the counts and each kept pair's row out and back)."""
     problems = value_problems(run)
-    if run.error:
-        return problems
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         pairs, _ = routed_rows(case, run.seed + 101 * index)
         allowed = 2 * sum(map(sum, pairs)) * _row_bytes(case) + case.world_size * case.experts * COUNT_BYTES
-        recorded = sum(_sent(outcome["forward"]) for outcome in outcomes)
+        recorded = sum(_sent(outcome.forward) for outcome in outcomes)
         if recorded > allowed:
             problems.append(f"{case.describe()}: the ranks' all-to-alls sent {recorded} B in all, more than "
                             f"the {allowed} B that the counts and the kept pairs (out and back) need: a "
@@ -184,7 +187,7 @@ def _calls_problem(where: str, outcomes: list) -> str | None:
     """Exactly three all_to_all_single calls forward and two backward, and no other call."""
     for rank, outcome in enumerate(outcomes):
         for phase, (what, count) in PHASES.items():
-            calls = [event[0] for event in outcome[phase]]
+            calls = [event[0] for event in getattr(outcome, phase) or []]
             if calls != ["all_to_all_single"] * count:
                 return (f"rank {rank}, {where}: the {phase} made {calls or 'no call at all'}; expected "
                         f"exactly {count} all_to_all_single calls ({what}) and nothing else")
@@ -210,8 +213,8 @@ def _pattern_problems(case: MoECase, seed: int, outcomes: list) -> list[str]:
     wrong_calls = _calls_problem(where, outcomes)
     if wrong_calls:
         return [wrong_calls]
-    counts, dispatch, combine = ([outcome["forward"][i][2] for outcome in outcomes] for i in range(3))
-    backward = [[outcome["backward"][i][2] for outcome in outcomes] for i in range(2)]
+    counts, dispatch, combine = ([outcome.forward[i][2] for outcome in outcomes] for i in range(3))
+    backward = [[outcome.backward[i][2] for outcome in outcomes] for i in range(2)]
     problems = [f"rank {r}, {where}: the first all-to-all (the counts) sent {counts[r]} B to the ranks; "
                 f"counts take at most {COUNT_BYTES} B per expert held there" for r in range(n)
                 if any(b > COUNT_BYTES * case.experts_per_rank for b in counts[r])]
@@ -230,12 +233,11 @@ def _pattern_problems(case: MoECase, seed: int, outcomes: list) -> list[str]:
     return problems
 
 
+@judging
 def traffic_problems(run: RankRun) -> list[str]:
     """Forward: one all-to-all of counts, one of the routed tokens, one of the results; backward: the last
     two reversed. Bytes per (source, destination) from the routing, never every token to every rank."""
-    if run.error:
-        return run_problem(run)
     problems = []
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         problems += _pattern_problems(case, run.seed + 101 * index, outcomes)
     return problems

@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from course_lib.dist import record_traffic
-from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after, run_on_ranks
+from course_lib.grading.attempt.judge_runner import run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
 from course_lib.models import FeedForward
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -97,6 +98,20 @@ def _events(log) -> list:
     return [(e.op, int(e.nbytes), None if e.sent_to is None else list(e.sent_to)) for e in log.events]
 
 
+@dataclass(frozen=True)
+class MoEOutcome:
+    """One rank's MoE forward in one case: its output (or what it returned instead, as text) and its
+    forward's calls (op, nbytes, split sizes); with a backward, its calls and the gradients of its tokens,
+    its router logits and its experts' parameters (the router's alone for ROUTER_ONLY)."""
+
+    out: object
+    forward: list
+    backward: list | None = None
+    tokens_grad: object = None
+    logits_grad: object = None
+    expert_grads: list | None = None
+
+
 def _run_case(fn, rank: int, case: MoECase, seed: int, backward: bool) -> dict:
     data = case_data(case, seed)
     mine = data.rows(rank)
@@ -155,5 +170,5 @@ def run_cases(student, cases, seed: int, timeout: float, backward: bool | str) -
               "it? Exchange the counts first."),
         raised="{subject} raised on {world_size} ranks: {summary}",
         frames=lambda remote: frames_after(remote, __file__))
-    return run_on_ranks(_run_cases, world_size, student, cases, seed, backward, text=text, timeout=timeout,
-                        cases=cases, seed=seed)
+    return run_answer(_run_cases, world_size, student, cases, seed, backward, record=MoEOutcome, text=text,
+                      timeout=timeout, cases=cases, seed=seed)

@@ -7,6 +7,7 @@ every token picks, an expert nobody picks) and compares every rank with the one-
 
 from __future__ import annotations
 
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import RankRun, fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
@@ -51,12 +52,10 @@ def student_of(candidate):
 def runs(candidate, world_sizes=VISIBLE_WORLD_SIZES, backward: bool = False, capacity: bool = False,
          seed: int = VISIBLE_SEED, timeout: float = VISIBLE_TIMEOUT_S) -> list[RankRun]:
     """One run per world size of the visible cases; stops at the first that raises or hangs."""
-    student, done = student_of(candidate), []
-    for world_size in world_sizes:
-        done.append(run_cases(student, visible_cases(world_size, capacity), seed, timeout, backward))
-        if done[-1].error:
-            break
-    return done
+    student = student_of(candidate)
+    return runs_until_failure(
+        lambda world_size: run_cases(student, visible_cases(world_size, capacity), seed, timeout, backward),
+        world_sizes)
 
 
 def _check(problems: list[str], what: str, passed: str) -> None:
