@@ -27,6 +27,15 @@ NOT_YET: dict[str, str] = {
     "course_lib/grading/checks/ch06_tensor_parallel/shards.py": "the shards of one child (_run_shards)",
     "course_lib/grading/checks/ch06_vocab_loss/visible.py": "the student's loss beside loss_parallel's",
     "course_lib/grading/checks/ch08_mesh/ranks.py": "torch's meshes, with the student's answers beside them",
+    # Two exercises written while the runner was being built (merged the same day): their own runs, guards
+    # and walks over the outcomes, to move onto the runner.
+    "course_lib/grading/checks/ch06_sequence_parallel/judge.py": "written beside the runner",
+    "course_lib/grading/checks/ch06_sequence_parallel/ranks.py": "written beside the runner",
+    "course_lib/grading/checks/ch06_sequence_parallel/visible.py": "written beside the runner",
+    "instructor/checks/ch06_sequence_parallel.py": "written beside the runner",
+    "course_lib/grading/checks/ch10_ring_backward/judge.py": "written beside the runner",
+    "course_lib/grading/checks/ch10_ring_backward/ranks.py": "written beside the runner",
+    "instructor/checks/ch10_ring_backward.py": "written beside the runner",
 }
 # Rank runs of torch's own implementation only (a reference: no student code, nothing to judge).
 REFERENCE_RUNS = {"course_lib/grading/checks/ch03_ddp/ranks.py"}
