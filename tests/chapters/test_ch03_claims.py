@@ -64,7 +64,7 @@ def test_problem_2s_latency_shares_are_computed_as_the_time_is_and_lie_in_0_to_1
               for n in (64, 1024) for a in ("ring", "double_binary_tree")}
     assert all(0 <= share <= 1 for share in shares.values())
     # what the cell prints: the ring's bucket almost all latency on 1024 GPUs, the tree's far less
-    assert round(shares[1024, "ring"], 2) == 0.99 and round(shares[1024, "double_binary_tree"], 2) == 0.65
+    assert round(shares[1024, "ring"], 2) == 0.99 and round(shares[1024, "double_binary_tree"], 2) == 0.63
     ring, tree = (sim.collective_time("all_reduce", bucket, 1024, _h100_link(1024), algorithm=a)
                   for a in ("ring", "double_binary_tree"))
     assert tree < ring / 20
@@ -159,9 +159,9 @@ def _gpt2_efficiency(gpus: int, per_gpu: int, algorithm: str) -> float:
 
 
 def test_section_7s_weak_scaling_at_1024_gpus_under_nccls_choice_and_the_flat_ring():
-    # cell 50: "98% ... survives at 1024 GPUs", "about a third ... is lost (65% left)", ring 50% and 4%
+    # cell 50: "98% ... survives at 1024 GPUs", "about a third ... is lost (64% left)", ring 50% and 4%
     assert round(_gpt2_efficiency(1024, 16, "nccl"), 2) == 0.98
-    assert round(_gpt2_efficiency(1024, 1, "nccl"), 2) == 0.65
+    assert round(_gpt2_efficiency(1024, 1, "nccl"), 2) == 0.64
     assert round(_gpt2_efficiency(1024, 16, "ring"), 2) == 0.50
     assert round(_gpt2_efficiency(1024, 1, "ring"), 2) == 0.04
 

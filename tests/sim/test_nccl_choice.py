@@ -57,12 +57,13 @@ def _step(gpus, per_gpu, **kw):
 def test_gpt2_ddp_on_1024_gpus_under_nccls_choice():
     # The review of ch03 (2026-11-28, GEMMs at 75% of peak): 23.0 ms with 8 sequences a GPU, not the flat
     # ring's 79.9 ms; weak scaling 98% with 16 sequences a GPU (the ring: 49%), 64% with one (the ring: 4%).
-    # With the H100's measured GEMM efficiency (71.8%): 23.4 ms against 80.2, 98% and 65% (ring 50%, 4%).
+    # With the H100's measured GEMM efficiency (71.8%): 23.4 ms against 80.2, 98% and 65% (ring 50%, 4%);
+    # with NCCL's tree at 92% of the bus bandwidth (tuning.cc), 64% with one sequence a GPU.
     assert _step(1024, 8) == pytest.approx(23.4e-3, rel=0.01)
     assert _step(1024, 8, dp_algorithm="ring") == pytest.approx(80.2e-3, rel=0.01)
     assert _step(1, 16) / _step(1024, 16) == pytest.approx(0.98, abs=0.01)
     assert _step(1, 16) / _step(1024, 16, dp_algorithm="ring") == pytest.approx(0.50, abs=0.01)
-    assert _step(1, 1) / _step(1024, 1) == pytest.approx(0.65, abs=0.01)
+    assert _step(1, 1) / _step(1024, 1) == pytest.approx(0.64, abs=0.01)
 
 
 def test_the_timeline_names_nccls_choice():

@@ -106,12 +106,14 @@ def test_nccl_double_binary_tree_by_hand():
     # NCCL chains the 8 GPUs of a node (7 NVLink hops) and builds the trees across nodes (1 hop):
     # up and down, pipelined, then 2S/B of streaming.
     s = 1e9
-    expected = 2 * (7 * NVLINK_A + NET_A) + 2 * s / 400e9
+    expected = 2 * (7 * NVLINK_A + NET_A) + 2 * s / (0.92 * 400e9)   # tuning.cc: the tree's busBw * .92
     got = TWO_NODES.collective_time("all_reduce", s, ALL_16, "double_binary_tree")
     assert got == pytest.approx(expected, rel=1e-12)
-    # pipelined: far below the textbook store-and-forward tree, close to the ring at large sizes
+    # pipelined: far below the textbook store-and-forward tree, close to the ring at large sizes, where
+    # the ring's full bus bandwidth wins (2/0.92 against 2(n-1)/n S/B: why NCCL picks the ring there)
+    ring = TWO_NODES.collective_time("all_reduce", s, ALL_16, "ring")
     assert got < TWO_NODES.collective_time("all_reduce", s, ALL_16, "tree") / 5
-    assert got < 1.1 * TWO_NODES.collective_time("all_reduce", s, ALL_16, "ring")
+    assert ring < got < 1.2 * ring
 
 
 def test_textbook_tree_crosses_nodes_on_one_nic_at_its_top_level():

@@ -19,14 +19,19 @@ def double_binary_tree(s: float, n: int, link) -> float:
     every rank sends and receives 2S in all (NCCL's tuning model: tree algbw = busbw / 2; Sanders et
     al. 2009 for the two trees). NCCL chains the GPUs of a node and builds the trees across nodes:
     depth (per_node - 1) NVLink hops + ceil(log2 nodes) network hops (src/graph/tuning.cc); with a
-    plain Link the tree spans all n ranks, ceil(log2 n) hops deep.
+    plain Link the tree spans all n ranks, ceil(log2 n) hops deep. The same tuning model gives the tree
+    all-reduce 92% of the bus bandwidth it gives the ring (``busBw*.92`` for NCCL_ALGO_TREE,
+    https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc): ``TREE_BANDWIDTH_SHARE``.
     """
     if isinstance(link, GroupLink):
         depth = ((link.per_node - 1) * link.intra.latency
                  + math.ceil(math.log2(link.nodes)) * link.nic.latency)
     else:
         depth = math.ceil(math.log2(n)) * link.latency
-    return 2 * depth + 2 * s / link.bandwidth
+    return 2 * depth + 2 * s / (TREE_BANDWIDTH_SHARE * link.bandwidth)
+
+
+TREE_BANDWIDTH_SHARE = 0.92
 
 
 def pipelined_ring(s: float, n: int, link) -> float:
