@@ -84,11 +84,11 @@ def layout_outcomes(capstone_layout, jobs) -> list[dict]:
                                [("capstone_layout", (job_for_student(job),)) for job in jobs],
                                "capstone_layout", REFUSAL)
     rows = []
-    for job, outcome in zip(jobs, outcomes, strict=True):
-        if "error" in outcome:
-            seconds, why, layout = None, f"capstone_layout raised {outcome['error']}"[:300], None
+    for job, outcome in zip(jobs, outcomes, strict=True):   # CallOutcome records (judge_runner)
+        if outcome.raised is not None:
+            seconds, why, layout = None, f"capstone_layout raised {outcome.raised}"[:300], None
         else:
-            layout = outcome["value"]
+            layout = outcome.value
             seconds, why = simulate_layout(job, layout)
         best, best_layout = fastest_step(job)
         rows.append(dict(job=job, layout=layout, seconds=seconds, why=why, best=best,
