@@ -36,9 +36,7 @@ STREAM_FLOATS, STREAMS_PER_TIMING = 1 << 23, 2
 # measured, not derived. Steps per timed block:
 CROWDED_FACTOR, CROWDED_STEPS = 2, 8
 # A rank that gets at least this share of the wall clock on a CPU while all spin together runs at once
-# with the others; the share is measured over CPU_SHARE_SPIN_SECONDS of spinning. The 75% is the course's
-# own assumption, with no published source; calibrate() reports the share beside it and decides the
-# segments in flight from its all-reduce fit, not from this threshold.
+# with the others; the share is measured over CPU_SHARE_SPIN_SECONDS of spinning.
 RANKS_AT_ONCE_SHARE, CPU_SHARE_SPIN_SECONDS = 0.75, 0.02
 
 

@@ -86,14 +86,14 @@ def test_zero_1_and_2_move_plain_data_parallels_bytes_and_zero_3_half_as_many_ag
 
 
 def test_the_gloo_paragraph_states_no_unsourced_threshold():
-    """Finding 7: the 75% CPU share is the course's assumption, said where it is defined; chapter 00 no
-    longer reasons with it and points to chapter 02's section 6 for gloo's segments."""
-    from course_lib.dist import calibration_blocks
+    """Finding 7: chapter 00 no longer reasons with the 75% CPU share (a course assumption without a
+    source); calibrate() picks the segments in flight from its all-reduce fit, and the chapter points to
+    chapter 02's section 6 for gloo's segments."""
+    from course_lib.dist import calibration
 
     text = _cells()["measure-md"]
     assert "75" not in text and "RANKS_AT_ONCE_SHARE" not in text and "chapter 02" in text
-    assert calibration_blocks.RANKS_AT_ONCE_SHARE == 0.75
-    assert "the course's\n# own assumption, with no published source" in inspect.getsource(calibration_blocks)
+    assert "one or two in flight, whichever fits better" in inspect.getsource(calibration.calibrate)
 
 
 def test_the_prediction_and_the_ddp_step_are_measured_in_calibrates_harness_with_their_parts():
