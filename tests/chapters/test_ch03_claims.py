@@ -79,10 +79,17 @@ def test_through_one_rank_the_tiny_mlp_is_about_3_times_slower_than_the_ring_on_
     assert math.isclose(link.ring_latency(1023), 895 * link.intra.latency + 128 * link.nic.latency)
 
 
-def test_plain_data_parallelism_fits_at_most_5_b_parameters_on_80_gb():
+def test_plain_data_parallelism_fits_at_most_4_75_b_parameters_in_the_76_gb_the_simulator_plans_with():
+    """Review finding 12: one figure, the usable 76 GB the simulator plans with (80 GB less its 4 GB
+    reserve), not the data sheet's 80 GB (which would give 5.0 B)."""
     per_parameter = sim.zero_memory_per_device(1, 1, stage=0)
-    assert per_parameter == 16 and sim.H100.memory_bytes / per_parameter == 5e9
+    assert sim.H100.memory_bytes == 80e9 and sim.H100.usable_memory == 76e9
+    assert per_parameter == 16 and sim.H100.usable_memory / per_parameter == 4.75e9
     assert round(sim.LLAMA3_8B.num_params * per_parameter / 1e9) == 128     # "Llama 3 8B needs 128 GB"
+    cells = _cells()
+    assert "H100.usable_memory / per_parameter" in cells["d9676de9"]
+    assert "past 4.75 B parameters" in cells["4532b76b"] and " 5 B" not in cells["4532b76b"]
+    assert "76 GB" in cells["76e36e4a"] and "GPU_MEMORY_RESERVE" in cells["76e36e4a"]
 
 
 def test_problem_3s_batch_is_8_times_llama_3s_and_costs_4_5_times_the_data_for_44_percent_fewer_steps():
@@ -232,3 +239,58 @@ def test_the_problems_answers_are_printed_only_on_request():
 def test_the_tables_speed_row_claims_no_measurement_it_does_not_make():
     [row] = [line for line in "\n".join(_cells().values()).splitlines() if line.startswith("| speed |")]
     assert "not shown here" in row and not row.endswith("| the timing below |")
+
+
+# Review findings 4, 5, 6 and 1 of chapter 03 (issue 41).
+def _best_bucket_count(gradient_bytes, per_call, bandwidth, backward, most=64):
+    return min(range(1, most + 1), key=lambda n: sim.bucketed_overhead(gradient_bytes, gradient_bytes / n,
+                                                                       per_call, bandwidth, backward))
+
+
+@pytest.mark.parametrize("backward_over_transfer", [1.0, 0.37, 0.1])
+def test_the_pipelines_best_bucket_is_cs336s_only_when_the_backward_lasts_as_long_as_the_transfer(
+        backward_over_transfer):
+    """Finding 4: CS336's sqrt(s w o) assumes t_backward = s/w; the review measured 2.0 ms of backward
+    against 5.4 ms of s/w (0.37). With a shorter backward the pipeline's best is n_b = sqrt(t_backward/o)
+    equal buckets, s sqrt(o/t_backward) bytes, larger than sqrt(s w o)."""
+    gradient_bytes, per_call = 4 * 2**20, 100e-6
+    bandwidth = gradient_bytes / 5.4e-3
+    backward = backward_over_transfer * gradient_bytes / bandwidth
+    best_count = _best_bucket_count(gradient_bytes, per_call, bandwidth, backward)
+    root = math.sqrt(backward / per_call)
+    assert best_count in (math.floor(root), math.ceil(root))
+    cs336 = sim.optimal_bucket_bytes(gradient_bytes, per_call, bandwidth)
+    if backward_over_transfer == 1.0:
+        assert math.isclose(gradient_bytes * math.sqrt(per_call / backward), cs336)
+    else:
+        assert gradient_bytes * math.sqrt(per_call / backward) > 1.5 * cs336
+
+
+def test_the_bucket_section_says_where_cs336s_assumption_fails_and_draws_the_pipelines_best():
+    cells = _cells()
+    assert "as CS336 assumes" not in cells["365e4f34"]
+    assert "drawn outside its assumption" in cells["365e4f34"]
+    assert "s\\sqrt{o/t_\\text{backward}}" in cells["365e4f34"]
+    assert "bucketed_overhead" in cells["de71ac77"] and "pipeline_best" in cells["1fda3fe0"]
+
+
+def test_the_epoch_prediction_puts_pythons_measured_per_message_cost_in_and_branches_on_which_ring():
+    """Findings 5 and 6, fixed before this test (the prediction cell is issue 39's): the model takes the
+    per-message cost calibrate() measures, and a fallback to gloo's own all-reduce is predicted as C++ on
+    the collective link, not as a Python ring."""
+    import inspect
+
+    from course_lib.dist import predictions
+    from course_lib.sim.cluster import laptop
+
+    prediction = _cells()["f49af619"]
+    assert "predict_python_all_reduce(this_machine, gradient_bytes, ranks, algorithm, which_ring)" in (
+        prediction)
+    assert "message_overhead" in inspect.getsource(laptop.python_all_reduce_time)
+    assert 'which_ring.startswith("torch\'s")' in inspect.getsource(predictions.predict_python_all_reduce)
+
+
+def test_section_1s_scaling_row_runs_nccls_choice_with_the_flat_ring_as_the_foil():
+    """Finding 1, fixed before this test: cell 9 simulates DDP with NCCL's choice, the ring beside it."""
+    source = _cells()["532cf2be"]
+    assert 'dp_algorithm="ring"' in source and "NCCL's choice" in source

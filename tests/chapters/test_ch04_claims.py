@@ -117,3 +117,40 @@ def test_problem_4_says_what_its_flops_leave_out_and_the_megatron_pairing_is_nam
     text = _ch04_text()
     assert "the\n   attention scores' own FLOPs not counted" in text
     assert "needs one all-reduce per MLP block, not one per layer (chapter 06)" in text
+
+
+def _ch04_cells() -> dict[str, str]:
+    import json
+    from pathlib import Path
+
+    chapter = Path(__file__).resolve().parents[2] / "solutions" / "04_model_parallel"
+    cells = json.loads((chapter / "04_model_parallel.ipynb").read_text())["cells"]
+    return {cell["id"]: "".join(cell["source"]) for cell in cells}
+
+
+def test_the_utilisation_is_measured_on_equal_stages_as_the_1_over_s_law_assumes():
+    """Review finding 4: rank 0's 6% showed the deeper model's uneven split more than the 1/S law; the
+    measurement now runs 4 equal layers of 2048 x 2048, one a stage, and the cell asserts they are equal."""
+    equal = (2048,) * 5
+    assert _stage_params(equal, (1, 1, 1, 1)) == [2048 * 2048 + 2048] * 4
+    cells = _ch04_cells()
+    measuring = cells["50cc0a2c"]
+    assert "EQUAL_WIDTHS = (2048,) * 5" in measuring and "len(set(stage_parameters)) == 1" in measuring
+    assert "logs = [log for _, _, log in equal]" in measuring
+    after = cells["c9adf2ad"]
+    assert "the stages are not\nequal" not in after and "The stages hold equal parameters here" in after
+
+
+@pytest.mark.parametrize("input_needs_gradient, backward_products", [(False, 1), (True, 2)])
+def test_stage_0s_backward_does_half_the_matrix_products_its_input_being_data(input_needs_gradient,
+                                                                             backward_products):
+    """Why stage 0 of equal stages still computes less: with no gradient for its input, a linear layer's
+    backward is the weight gradient's product alone (counted by torch's FlopCounterMode)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    layer, inputs = torch.nn.Linear(64, 64), torch.randn(8, 64, requires_grad=input_needs_gradient)
+    output = layer(inputs)
+    with FlopCounterMode(display=False) as counter:
+        output.sum().backward()
+    assert counter.get_total_flops() == backward_products * 2 * 8 * 64 * 64
