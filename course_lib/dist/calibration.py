@@ -18,13 +18,14 @@ from course_lib.sim import HardwarePreset, Timeline, collective_time
 from course_lib.sim.cluster.laptop import (
     Calibration,
     fit_cores,
+    fit_crowded_step,
     fit_error,
     fit_link,
     fit_message_overhead,
     laptop_preset,
 )
 
-from .calibration_blocks import CROWDED_FACTOR, RANKS_AT_ONCE_SHARE, _crowded_ring, _measure
+from .calibration_blocks import CROWDED_FACTOR, CROWDED_STEPS, RANKS_AT_ONCE_SHARE, _crowded_ring, _measure
 from .runner import run_ranks
 from .timing_harness import REPETITIONS
 
@@ -102,6 +103,10 @@ def calibration_from(data: dict, world_size: int, segments_in_flight: int | None
     together = _lanes_timeline(data["compute_together"], "compute")
     flops_alone = data["block_flops"] / statistics.median(data["compute_alone"])
     cores = fit_cores(alone, together)
+    crowded = {}
+    if data.get("crowded_blocks"):   # measurements recorded before the crowded ring was measured have none
+        blocks = _lanes_timeline([data["crowded_blocks"]], "comm", {"steps": data["crowded_steps"]})
+        crowded = {"crowded_ranks": data["crowded_ranks"], "crowded_step": fit_crowded_step(blocks)}
     bandwidth = {}
     if "stream_alone" in data:   # measurements recorded before memory was measured have none
         bandwidth_alone = data["block_bytes"] / statistics.median(data["stream_alone"])
@@ -114,8 +119,7 @@ def calibration_from(data: dict, world_size: int, segments_in_flight: int | None
                        point_to_point=point_to_point, message_overhead=fit_message_overhead(messages),
                        segments_in_flight=in_flight, memory_bytes=_physical_memory(), cpu_share=share,
                        notes={"extra": f"each rank on a CPU {share:.0%} of the time while all spun"},
-                       crowded_ranks=data.get("crowded_ranks"), crowded_step=data.get("crowded_step"),
-                       **bandwidth)
+                       **crowded, **bandwidth)
 
 
 def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITIONS, timeout: float = 120,
@@ -141,8 +145,9 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITI
       at once: one process's FLOP/s and how many cores the ranks really share.
     - a block of float32 adds over 32 MiB arrays, alone and on all ranks at once: the memory bandwidth
       one process streams and how it is shared (what an optimizer update or a gradient copy runs at).
-    - a ring of 4-byte Python send/recv messages on ``CROWDED_FACTOR`` x ``world_size`` ranks: what one
-      step of a Python ring costs when the ranks outnumber the cores.
+    - a ring of 4-byte Python irecv/isend steps (chapter 02's ring step) on ``CROWDED_FACTOR`` x
+      ``world_size`` ranks, in blocks of ``CROWDED_STEPS``: what one step of a Python ring costs when the
+      ranks outnumber the cores (the median block per step, ``fit_crowded_step``).
 
     ``measurements`` (a dict from ``measure``) skips the measuring. ``segments_in_flight`` (1 or 2)
     fits the all-reduce with that model of gloo's ring instead of the better-fitting one: the model
@@ -172,5 +177,6 @@ def measure(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITION
         raise ValueError("sizes must list two or more message sizes in bytes, each at least 4")
     rank_zero = run_ranks(_measure, world_size, sizes, repetitions, timeout=timeout)[0]
     crowded = CROWDED_FACTOR * world_size
-    crowded_step = run_ranks(_crowded_ring, crowded, repetitions, timeout=timeout)[0]
-    return {"sizes": sizes, **rank_zero, "crowded_ranks": crowded, "crowded_step": crowded_step}
+    crowded_blocks = run_ranks(_crowded_ring, crowded, repetitions, timeout=timeout)[0]
+    return {"sizes": sizes, **rank_zero, "crowded_ranks": crowded, "crowded_blocks": crowded_blocks,
+            "crowded_steps": CROWDED_STEPS}

@@ -29,12 +29,16 @@ MATMUL_SIZE, MATMULS_PER_TIMING = 256, 64
 # The memory block: float32 c = a + b over arrays of 2**23 floats (32 MiB each, far beyond any cache),
 # twice: what a rank's optimizer update and gradient copies stream, about 10 ms on one core.
 STREAM_FLOATS, STREAMS_PER_TIMING = 1 << 23, 2
-# A ring of tiny Python send/recv messages on CROWDED_FACTOR x the calibrated ranks: what one step of a
-# Python ring costs when the ranks outnumber the cores. It is not the ping-pong's latency times the
-# crowding: on the course's 2-core virtual machine 4 such ranks took 1.5 to 3 ms a step while 4 ranks held
+# A ring of tiny Python messages on CROWDED_FACTOR x the calibrated ranks: what one step of a Python ring
+# costs when the ranks outnumber the cores. It is not the ping-pong's latency times the crowding: on the
+# course's 2-core virtual machine 4 such ranks took 0.1 to 13 ms a step, step by step, while 4 ranks held
 # on one core took 0.2 ms (a rank woken on another virtual CPU waits for it to be scheduled), so it is
-# measured, not derived. Steps per timed block:
-CROWDED_FACTOR, CROWDED_STEPS = 2, 8
+# measured, not derived. Each step is the one the course's ring runs (chapter 02's ring_reduce_scatter and
+# ring_all_gather): irecv from the left, isend to the right, wait for both, one message latency a step.
+# A timed block holds as many steps as chapter 03's ring makes in an epoch of 256 samples on 4 workers
+# (8 all-reduces of 2(4-1) steps), so its median is taken over the same stretch of scheduling as the
+# epoch's it predicts:
+CROWDED_FACTOR, CROWDED_STEPS = 2, 48
 # A rank that gets at least this share of the wall clock on a CPU while all spin together runs at once
 # with the others; the share is measured over CPU_SHARE_SPIN_SECONDS of spinning.
 RANKS_AT_ONCE_SHARE, CPU_SHARE_SPIN_SECONDS = 0.75, 0.02
@@ -109,24 +113,23 @@ def _measure(rank: int, world_size: int, sizes, repetitions: int) -> dict:
             "block_flops": 2 * MATMUL_SIZE**3 * MATMULS_PER_TIMING, "cpu_share": _cpu_share(repetitions)}
 
 
-def _crowded_ring(rank: int, world_size: int, repetitions: int) -> float:
-    """Mean seconds of one step of a Python ring of 4-byte messages (each rank sends to its right
-    neighbour and receives from its left, even ranks sending first), the slowest rank's."""
-    message = torch.zeros(1)
+def _crowded_ring(rank: int, world_size: int, repetitions: int) -> list[float]:
+    """Seconds of each timed block of ``CROWDED_STEPS`` steps of a Python ring of 4-byte messages (each
+    rank posts an irecv from its left neighbour and an isend to its right, then waits for both: chapter
+    02's ring step), the slowest rank's, ``repetitions`` blocks after a warm-up."""
+    outgoing, incoming = torch.zeros(1), torch.zeros(1)
     right, left = (rank + 1) % world_size, (rank - 1) % world_size
 
     def steps():
         for _ in range(CROWDED_STEPS):
-            if rank % 2 == 0:
-                dist.send(message, right)
-                dist.recv(message, left)
-            else:
-                dist.recv(message, left)
-                dist.send(message, right)
+            receiving = dist.irecv(incoming, left)
+            sending = dist.isend(outgoing, right)
+            receiving.wait()
+            sending.wait()
 
-    # the mean, not the median: a step here takes 0.1 ms or 4 ms depending on where the scheduler puts the
-    # ranks, and a training epoch pays the steps' sum
-    return interleaved_times([steps], repetitions, summary=statistics.mean)[0] / CROWDED_STEPS
+    # every block, not a summary: calibration_from records them as a timeline and fit_crowded_step takes
+    # the median per step, the statistic every other calibrated quantity and chapter 03's epochs use
+    return interleaved_times([steps], repetitions, summary=list)[0]
 
 
 def _cpu_share(repetitions: int) -> float:

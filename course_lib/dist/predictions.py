@@ -17,7 +17,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from course_lib.sim import MLPSpec, Timeline, make_cluster, preset_from_measurements, simulate_training_step
+from course_lib.sim import (
+    MLPSpec,
+    Timeline,
+    make_cluster,
+    preset_from_measurements,
+    ring_attention_timeline,
+    simulate_training_step,
+)
 from course_lib.sim.cluster.laptop import (
     WITHIN,
     breakdown_lines,
@@ -27,6 +34,7 @@ from course_lib.sim.cluster.laptop import (
     laptop_preset,
     prediction_line,
     python_all_reduce_time,
+    python_hop_time,
     within,
 )
 
@@ -36,7 +44,7 @@ from .runner import run_ranks
 from .timing_harness import interleaved_lanes, measure_all_reduce
 
 __all__ = ["Comparison", "compare_all_reduce", "compare_ddp_step", "compare_epochs", "compare_fed_back",
-           "fed_back_cluster", "predict_python_all_reduce"]
+           "compare_timelines", "fed_back_cluster", "predict_python_all_reduce", "predict_ring_attention"]
 
 
 @dataclass
@@ -49,6 +57,7 @@ class Comparison:
     predicted: float
     parts: Timeline | None = None        # recorded: one lane per rank, compute / comm / idle spans
     details: list[str] = field(default_factory=list)   # lines printed after the breakdown, if any
+    overlap: str = "compute"             # who owns a second of parts under both compute and comm spans
 
     @property
     def ratio(self) -> float:
@@ -69,7 +78,7 @@ class Comparison:
             where = "lane by lane (recorded parts)" if self.parts is not None else "run by run"
             print(f"  outside [{WITHIN[0]}, {WITHIN[1]}]: where the measured time went, {where}")
             if self.parts is not None:
-                for line in breakdown_lines(self.parts):
+                for line in breakdown_lines(self.parts, self.overlap):
                     print(line)
             for line in self.details:
                 print(f"  {line}")
@@ -213,13 +222,27 @@ def predict_python_all_reduce(machine, nbytes: float, ranks: int, algorithm: str
 
 def compare_epochs(chapter: str, what: str, runs: dict) -> Comparison:
     """Several measured runs against their predictions, summed: ``runs`` maps a label (any tuple or
-    string) to (measured seconds, predicted seconds). Outside the band, each run's pair is listed."""
-    measured = sum(m for m, _ in runs.values())
-    predicted = sum(p for _, p in runs.values())
+    string) to (measured seconds, predicted seconds), or to (measured, predicted, measured all-reduce
+    seconds, predicted all-reduce seconds), the all-reduces' share of each, measured on the slowest rank
+    beside its epoch. Outside the band, each run's pair is listed, split where given into the
+    all-reduces and the rest (compute, and Python between the calls) for measured and predicted alike."""
+    measured = sum(run[0] for run in runs.values())
+    predicted = sum(run[1] for run in runs.values())
     comparison = Comparison(chapter, what, measured, predicted)
-    comparison.details = [f"{label}: measured {m * 1e3:.3g} ms, predicted {p * 1e3:.3g} ms "
-                          f"(ratio {m / p:.2f})" for label, (m, p) in runs.items()]
+    comparison.details = [_epoch_detail(label, *run) for label, run in runs.items()]
     return comparison
+
+
+def _epoch_detail(label, measured: float, predicted: float, measured_talk: float | None = None,
+                  predicted_talk: float | None = None) -> str:
+    line = f"{label}: measured {measured * 1e3:.3g} ms, predicted {predicted * 1e3:.3g} ms " \
+           f"(ratio {measured / predicted:.2f})"
+    if measured_talk is None or predicted_talk is None:
+        return line
+    rest, predicted_rest = measured - measured_talk, predicted - predicted_talk
+    return (f"{line}; all-reduces measured {measured_talk * 1e3:.3g} ms, predicted "
+            f"{predicted_talk * 1e3:.3g} ms (ratio {measured_talk / predicted_talk:.2f}); the rest measured "
+            f"{rest * 1e3:.3g} ms, predicted {predicted_rest * 1e3:.3g} ms")
 
 
 # -- bus bandwidth fed back (chapter 09) ---------------------------------------------------------------
@@ -252,3 +275,29 @@ def compare_fed_back(chapter: str, cluster, world_size: int, sizes, control: tup
     comparison.details.append(f"control, {control[0]:,d} B again: {again * 1e3:.3g} ms, "
                               f"{comparison.drift:.2f}x its time in the fit (the load since the fit)")
     return comparison
+
+
+# -- a recorded run against a simulated timeline (chapters 10 and 11) -----------------------------------
+
+def compare_timelines(chapter: str, what: str, measured: Timeline, predicted: Timeline,
+                      overlap: str = "compute", details=()) -> Comparison:
+    """A recorded run (``traffic_timeline`` of what the ranks returned) against the simulator's timeline
+    of the same work: their makespans. Outside the band the recorded lanes are split into compute,
+    waiting and transfer, each second counted once: ``overlap="transfer"`` where a recorded compute span
+    wraps the collectives it calls (chapter 11's layer span around its all-to-alls), ``"compute"`` where
+    transfers are posted and then hidden under compute (chapter 10's ring)."""
+    return Comparison(chapter, what, measured.makespan, predicted.makespan, parts=measured,
+                      details=list(details), overlap=overlap)
+
+
+def predict_ring_attention(machine, ranks: int, block_seconds: float, chunk_bytes: float,
+                           title: str = "simulated ring") -> Timeline:
+    """The simulator's ring attention (``ring_attention_timeline``) on ``ranks`` processes of the
+    calibrated ``machine``: each block's work, timed on one process alone (``block_seconds``), slowed
+    as the ranks share the measured cores (``compute_slowdown``); each pass of a chunk of K and V
+    (``chunk_bytes``) a Python isend/irecv: one ``python_hop_time`` (the crowded ring's measured step
+    once the ranks outnumber the cores) and its bytes over the point-to-point link."""
+    calibration = machine.calibration
+    block = block_seconds * compute_slowdown(calibration, ranks)
+    step = python_hop_time(calibration, ranks) + chunk_bytes / calibration.point_to_point.bandwidth
+    return ring_attention_timeline(ranks, block, step, title=title)

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 from .compute_log import ComputeLog, record_compute, warm_up
@@ -67,9 +68,13 @@ class AttentionRun:
         return sent
 
 
-def _rank(rank, world_size, attention, q, k, v, causal, layout):
+def _rank(rank, world_size, attention, q, k, v, causal, layout, warm_up_runs=0):
     shards = [shard_sequence(x, world_size, rank, layout) for x in (q, k, v)]
     extra = {} if layout == "contiguous" else {"layout": layout}
+    if warm_up_runs:
+        for _ in range(warm_up_runs):
+            attention(*shards, causal=causal, **extra)
+        dist.barrier()   # the recorded run starts together on every rank
     start = time.perf_counter()
     with record_traffic() as traffic, record_compute() as work:
         out = attention(*shards, causal=causal, **extra)
@@ -79,11 +84,13 @@ def _rank(rank, world_size, attention, q, k, v, causal, layout):
 
 
 def attention_on_ranks(attention, q, k, v, world_size: int, causal: bool = False, layout: str = "contiguous",
-                       timeout: float = 60) -> AttentionRun:
+                       timeout: float = 60, warm_up_runs: int = 0) -> AttentionRun:
     """Run ``attention(q_chunk, k_chunk, v_chunk, causal=...)`` on ``world_size`` ranks (``layout=`` is
-    passed too when it is not contiguous) and compare the reassembled output with one process's."""
+    passed too when it is not contiguous) and compare the reassembled output with one process's.
+    ``warm_up_runs`` runs it that many times first, unrecorded (what a timed comparison does, as
+    ``calibrate()`` warms its blocks up): the run recorded then pays no first call's costs."""
     warm_up()
-    results = run_ranks(_rank, world_size, attention, q, k, v, causal, layout, timeout=timeout)
+    results = run_ranks(_rank, world_size, attention, q, k, v, causal, layout, warm_up_runs, timeout=timeout)
     output = torch.empty_like(q)
     for rank, (out, *_) in enumerate(results):
         output[:, :, layout_positions(q.shape[2], world_size, rank, layout)] = out

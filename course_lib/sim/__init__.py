@@ -14,6 +14,7 @@ from .cluster.laptop import (
     lane_breakdown,
     laptop_preset,
     prediction_line,
+    python_hop_time,
 )
 from .cluster.presets import A100, H100, H800, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .cluster.topology import Cluster, make_cluster
@@ -100,7 +101,7 @@ from .vocabulary import CP_METHODS
 
 __all__ = [
     "WITHIN", "Calibration", "breakdown_lines", "compute_slowdown", "lane_breakdown", "laptop_preset",
-    "prediction_line",
+    "prediction_line", "python_hop_time",
     "A100", "activation_memory_per_layer", "algorithm_bandwidth", "ALGORITHMS", "nccl_algorithm",
     "bubble_fraction_formula", "bus_bandwidth", "bus_factor", "Cluster", "collective_time",
     "collective_timeline", "COURSE_MLP", "Event", "get_preset", "GPT3_175B", "H100", "HardwarePreset",

@@ -45,6 +45,14 @@ def test_the_preset_is_the_calibrated_machine():
     assert cal.point_to_point.latency == pytest.approx(5e-5, rel=0.02)
     assert cal.message_overhead == pytest.approx(4e-5)
     assert laptop_preset(cal, 2).flops == pytest.approx(1e11)
+    assert cal.crowded_step is None                 # not measured in these figures: nothing invented
+
+
+def test_the_crowded_ring_is_fitted_per_step_from_its_recorded_blocks():
+    data = dict(synthetic(), crowded_ranks=4, crowded_steps=48,
+                crowded_blocks=[48 * seconds for seconds in (6e-4, 5e-4, 9e-3, 6e-4, 7e-4)])
+    cal = calibrate(2, measurements=data).calibration
+    assert cal.crowded_ranks == 4 and cal.crowded_step == pytest.approx(6e-4)
 
 
 def test_the_preset_drives_the_simulator_as_gloo_cuts_its_ring():
@@ -72,6 +80,7 @@ def test_a_small_real_calibration_and_all_reduce_measurement():
     assert 1e7 < preset.flops < 1e13 and preset.segments_in_flight in (1, 2)
     cal = preset.calibration
     assert 0 < cal.cores <= 2 and cal.message_overhead > 0 and cal.point_to_point.latency > 0
+    assert cal.crowded_ranks == 4 and cal.crowded_step > 0
     times = measure_all_reduce(2, (1 << 12, 1 << 16), repetitions=2)
     assert len(times) == 2 and all(t > 0 for t in times)
 

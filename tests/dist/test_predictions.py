@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from course_lib.dist.predictions import Comparison, _parts_timeline, compare_ddp_step
+from course_lib.dist.predictions import (
+    Comparison,
+    _parts_timeline,
+    compare_ddp_step,
+    compare_epochs,
+    compare_timelines,
+    predict_ring_attention,
+)
 from course_lib.sim import Link, Timeline
 from course_lib.sim.cluster.laptop import Calibration, laptop_preset
 
@@ -38,6 +47,37 @@ def test_the_measured_step_is_split_into_its_measured_parts():
     rows = {e.label: e.end - e.start for e in timeline.events(1)}
     assert rows["gradient all-reduce"] == pytest.approx(0.0)
     assert rows["forward+backward+update (no_sync)"] == pytest.approx(0.04)
+
+
+def test_a_recorded_layer_whose_span_wraps_its_all_to_alls_is_split_once(capsys):
+    measured, simulated = Timeline(["rank 0"]), Timeline(["rank 0"])
+    measured.add(0, 0.0, 0.010, "compute", "MoE layer forward + backward")
+    measured.add(0, 0.002, 0.008, "comm", "all_to_all_single")
+    simulated.add(0, 0.0, 0.004, "compute", "experts")
+    comparison = compare_timelines("11", "leaning-router MoE layer", measured, simulated, overlap="transfer")
+    comparison.report()
+    out = capsys.readouterr().out.splitlines()
+    assert comparison.ratio == pytest.approx(2.5)
+    assert out[2] == "  rank 0: compute 4 ms, waiting 0 ms, transfer 6 ms"   # 10 ms, each counted once
+
+
+def test_the_ring_attention_prediction_charges_the_shared_cores_and_the_crowded_wait_per_pass():
+    cal = dataclasses.replace(Calibration(world_size=2, flops_alone=1e11, flops_together=1e11,
+                                          collective=Link(5e-5, 1e9), point_to_point=Link(6e-5, 1e9),
+                                          message_overhead=5e-5), crowded_ranks=4, crowded_step=1e-3)
+    ring = predict_ring_attention(laptop_preset(cal), 4, block_seconds=2e-3, chunk_bytes=1e6)
+    computes = [e.end - e.start for e in ring.events(0) if e.kind == "compute"]
+    passes = [e.end - e.start for e in ring.events(0) if e.kind == "comm"]
+    assert computes == pytest.approx([4e-3] * 4)          # 4 ranks on 2 cores: each block twice as long
+    assert passes == pytest.approx([1e-3 + 1e-3] * 3)     # the crowded wait, then 1 MB at 1 GB/s
+
+
+def test_epochs_are_split_into_their_all_reduces_and_the_rest():
+    comparison = compare_epochs("03", "epochs", {("ring", 128): (0.030, 0.010, 0.027, 0.008)})
+    assert comparison.ratio == pytest.approx(3.0)
+    assert comparison.details == ["('ring', 128): measured 30 ms, predicted 10 ms (ratio 3.00); all-reduces "
+                                  "measured 27 ms, predicted 8 ms (ratio 3.38); the rest measured 3 ms, "
+                                  "predicted 2 ms"]
 
 
 @pytest.mark.slow

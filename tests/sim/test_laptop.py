@@ -11,6 +11,7 @@ from course_lib.sim.cluster.laptop import (
     Calibration,
     compute_slowdown,
     fit_cores,
+    fit_crowded_step,
     fit_link,
     fit_message_overhead,
     lane_breakdown,
@@ -91,6 +92,16 @@ def test_a_python_message_pays_the_point_to_point_link_not_the_collectives():
     assert cal.point_to_point.latency != cal.collective.latency
 
 
+def test_the_crowded_step_is_the_median_block_of_ring_steps_per_step():
+    # blocks of 48 ring steps recorded at calibration: one block caught a burst of other load, and the
+    # median (as for every calibrated quantity, and chapter 03's median epoch) passes it by
+    per_step = [6e-4, 5e-4, 4e-3, 6e-4, 7e-4]
+    blocks = recorded([[48 * seconds for seconds in per_step]], kind="comm", meta={"steps": 48})
+    assert fit_crowded_step(blocks) == pytest.approx(6e-4)
+    with pytest.raises(ValueError, match="comm spans"):
+        fit_crowded_step(recorded([[1e-3]]))
+
+
 def test_fit_link_recovers_a_segmented_ring_exactly():
     truth = Link(latency=7e-5, bandwidth=1.3e9)
 
@@ -120,6 +131,32 @@ def test_the_prediction_line_and_the_lane_breakdown():
     assert rows[1] == {"lane": "rank 1", "compute": 1.0, "transfer": 1.0, "waiting": 1.0}
 
 
+def test_the_lanes_count_each_second_once_whoever_owns_an_overlap():
+    # chapter 11's recorded layer: one compute span wraps the whole forward + backward, and the
+    # all-to-alls it calls lie inside it; a lane that sat in them 3 of its 5 ms computed 2 ms
+    timeline = Timeline(["rank 0", "rank 1"])
+    timeline.add(0, 0.0, 5.0, "compute", "MoE layer forward + backward")
+    for start in (1.0, 2.5, 4.0):
+        timeline.add(0, start, start + 1.0, "comm", "all_to_all_single")
+    timeline.add(1, 0.0, 4.0, "compute", "MoE layer forward + backward")
+    timeline.add(1, 1.0, 3.0, "comm", "all_to_all_single")
+    rows = lane_breakdown(timeline, overlap="transfer")
+    assert rows[0] == {"lane": "rank 0", "compute": 2.0, "transfer": 3.0, "waiting": 0.0}
+    assert rows[1] == {"lane": "rank 1", "compute": 2.0, "transfer": 2.0, "waiting": 1.0}
+    # chapter 10's ring: a transfer posted before a block and waited after it is hidden by the block;
+    # only what shows beyond the compute counts as transfer
+    ring = Timeline(["rank 0"])
+    ring.add(0, 0.0, 3.0, "comm", "isend->1")
+    ring.add(0, 0.5, 2.5, "compute", "block")
+    ring.add(0, 3.0, 4.0, "compute", "block")
+    assert lane_breakdown(ring) == [{"lane": "rank 0", "compute": 3.0, "transfer": 1.0, "waiting": 0.0}]
+    for rows in (lane_breakdown(timeline, "transfer"), lane_breakdown(ring)):
+        for row in rows:    # the lanes sum to the makespan, never beyond it
+            assert row["compute"] + row["transfer"] + row["waiting"] <= 5.0 + 1e-12
+    with pytest.raises(ValueError, match="overlap"):
+        lane_breakdown(ring, overlap="both")
+
+
 def test_cores_never_exceed_the_ranks_measured():
     cal = dataclasses.replace(calibration(), flops_together=2e11)   # faster together: noise, not cores
     assert cal.cores == 2.0
@@ -131,8 +168,12 @@ def test_a_python_all_reduce_pays_latency_per_ring_step_and_the_message_cost_whe
     assert python_all_reduce_time(cal, 2.5e6, 2) == pytest.approx(2 * (6e-5 + 0.5e-3))
     # 4 ranks on 2 cores: each latency waits for a core too (stretched 2x)
     assert python_all_reduce_time(cal, 0, 4) == pytest.approx(6 * 2 * 6e-5)
-    # through rank 0: one latency per phase, the other 2 messages already queued cost 50 us each
-    assert python_all_reduce_time(cal, 0, 4, "parameter_server") == pytest.approx(2 * (2 * 6e-5 + 2 * 5e-5))
+    # through rank 0 on 3 ranks, each with a core: one latency per phase, the other message already
+    # queued costs 50 us
+    three = dataclasses.replace(cal, world_size=3, flops_together=cal.flops_alone)
+    assert python_all_reduce_time(three, 0, 3, "parameter_server") == pytest.approx(2 * (6e-5 + 5e-5))
+    # 4 ranks on 2 cores: the senders do not run at once, so each of rank 0's 6 messages waits a hop
+    assert python_all_reduce_time(cal, 0, 4, "parameter_server") == pytest.approx(6 * 2 * 6e-5)
     assert python_all_reduce_time(cal, 1e9, 1) == 0.0
     with pytest.raises(ValueError, match="ring"):
         python_all_reduce_time(cal, 1, 2, "tree")

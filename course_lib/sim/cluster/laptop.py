@@ -14,9 +14,9 @@ what the measurements mean:
   ``ranks / cores`` beyond it (cores measured, not assumed).
 - ``laptop_preset(calibration, ranks)``: the calibrated machine as a ``HardwarePreset`` for ``ranks``
   processes, the laptop preset the simulator runs predictions on.
-- ``fit_cores`` and ``fit_message_overhead``: the two model parts read off recorded timelines (one
-  lane per process, compute or comm spans), which is how ``calibrate()`` computes them and how the
-  unit tests hold them without a clock.
+- ``fit_cores``, ``fit_message_overhead`` and ``fit_crowded_step``: the model parts read off recorded
+  timelines (one lane per process, compute or comm spans), which is how ``calibrate()`` computes them
+  and how the unit tests hold them without a clock.
 - ``fit_line`` and ``fed_back_link``: chapter 09's bus-bandwidth fit (Theil-Sen: time against size) and
   the link that makes the simulator's 2-rank ring pass through it (latency intercept/2, bandwidth 1/slope).
 - ``lane_breakdown`` and ``prediction_line``: the one line every predict-then-measure cell prints, and
@@ -35,9 +35,9 @@ from ..timeline import Timeline
 from .hardware import HardwarePreset
 
 __all__ = ["Calibration", "WITHIN", "breakdown_lines", "compute_slowdown", "fed_back_link", "fit_cores",
-           "fit_error", "fit_line", "fit_link", "fit_message_overhead", "lane_breakdown", "laptop_preset",
-           "prediction_line", "python_all_reduce_time", "python_hop_time", "python_message_time",
-           "stream_slowdown", "within"]
+           "fit_crowded_step", "fit_error", "fit_line", "fit_link", "fit_message_overhead", "lane_breakdown",
+           "laptop_preset", "prediction_line", "python_all_reduce_time", "python_hop_time",
+           "python_message_time", "stream_slowdown", "within"]
 
 # A prediction is right when measured / predicted lands in this range (issue 39, DESIGN.md: "within 1.5x").
 WITHIN = (0.67, 1.5)
@@ -61,9 +61,9 @@ class Calibration:
     # alone, and while world_size processes stream at once; None where not measured.
     bandwidth_alone: float | None = None
     bandwidth_together: float | None = None
-    # Seconds of one step of a Python ring of tiny messages (send right, receive left) on crowded_ranks
-    # processes, more than the cores: what a waiting rank costs when the ranks take turns; None where
-    # not measured.
+    # Seconds of one step of a Python ring of tiny messages (irecv from the left, isend to the right, wait
+    # for both) on crowded_ranks processes, more than the cores: what a waiting rank costs when the ranks
+    # take turns (fit_crowded_step: the median block per step); None where not measured.
     crowded_ranks: int | None = None
     crowded_step: float | None = None
 
@@ -137,10 +137,13 @@ def python_all_reduce_time(calibration: Calibration, nbytes: float, ranks: int,
 
     ``ring``: 2(N-1) steps, each waiting for a message of nbytes/N from the left neighbour: every step
     pays the point-to-point latency. ``parameter_server``: rank 0 receives N-1 full messages and sends
-    N-1 back; the senders all send at once, so after the first message of each phase has paid its
-    latency the others are already there and cost rank 0 one Python-level message each (the
-    per-message cost) plus their bytes. Each wait for a message is ``python_hop_time``: when the ranks
-    outnumber the cores, the measured step of a crowded ring.
+    N-1 back; while every rank has a core the senders all send at once, so after the first message of
+    each phase has paid its latency the others are already there and cost rank 0 one Python-level
+    message each (the per-message cost) plus their bytes. Once the ranks outnumber the cores the
+    senders do not all run at once: each of rank 0's 2(N-1) messages waits for its peer to be scheduled,
+    a hop like a ring step's (chapter 03's recorded epochs on 4 workers and 2 cores: its all-reduces
+    through rank 0 took as long as the ring's). Each wait for a message is ``python_hop_time``: when the
+    ranks outnumber the cores, the measured step of a crowded ring.
     """
     n = int(ranks)
     if n <= 1:
@@ -149,9 +152,16 @@ def python_all_reduce_time(calibration: Calibration, nbytes: float, ranks: int,
     if algorithm == "ring":
         return 2 * (n - 1) * (hop + nbytes / n / link.bandwidth)
     if algorithm == "parameter_server":
+        if _crowded(calibration, n):
+            return 2 * (n - 1) * (hop + nbytes / link.bandwidth)
         queued = (n - 2) * calibration.message_overhead
         return 2 * (hop + queued + (n - 1) * nbytes / link.bandwidth)
     raise ValueError(f"algorithm must be 'ring' or 'parameter_server', got {algorithm!r}")
+
+
+def _crowded(calibration: Calibration, ranks: int) -> bool:
+    """Whether ``ranks`` processes outnumber the measured cores (a fractional count, hence the half)."""
+    return ranks > calibration.cores + 0.5
 
 
 def python_hop_time(calibration: Calibration, ranks: int) -> float:
@@ -160,7 +170,7 @@ def python_hop_time(calibration: Calibration, ranks: int) -> float:
     outnumber the cores, the measured step of the crowded ring (``crowded_step``, in proportion to the
     ranks), or without that measurement the latency stretched like compute (``compute_slowdown``)."""
     latency = calibration.point_to_point.latency
-    if ranks <= calibration.cores + 0.5:   # every rank keeps a core (cores is a measured, fractional count)
+    if not _crowded(calibration, ranks):
         return latency
     if calibration.crowded_step is None:
         return latency * compute_slowdown(calibration, ranks)
@@ -191,6 +201,19 @@ def fit_message_overhead(timeline: Timeline) -> float:
     if not per_message:
         raise ValueError("fit_message_overhead needs comm spans (blocks of messages) on the timeline")
     return statistics.median(per_message)
+
+
+def fit_crowded_step(timeline: Timeline) -> float:
+    """Seconds per step of a crowded Python ring: each ``comm`` span is a timed block of ring steps (its
+    ``meta["steps"]`` says how many), the slowest rank's; the median block per step. The median, as for
+    every other calibrated quantity: single steps take 0.1 ms or 10 ms depending on where the scheduler
+    puts the ranks, but a block as long as an epoch's ring steps averages that inside the block, and the
+    median over blocks is then what chapter 03's median epoch pays."""
+    per_step = [(e.end - e.start) / (e.meta or {}).get("steps", 1)
+                for e in timeline.events() if e.kind == "comm"]
+    if not per_step:
+        raise ValueError("fit_crowded_step needs comm spans (blocks of ring steps) on the timeline")
+    return statistics.median(per_step)
 
 
 def fit_error(sizes, seconds, model, link: Link) -> float:
@@ -256,20 +279,56 @@ def prediction_line(chapter: str, what: str, measured: float, predicted: float) 
             f"predicted {_ms(predicted)} ms, ratio {measured / predicted:.2f}")
 
 
-def lane_breakdown(timeline: Timeline) -> list[dict]:
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Overlapping (start, end) spans merged: the time covered by any of them."""
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    return sum(end - start for start, end in _union(spans))
+
+
+def _covered_outside(spans: list[tuple[float, float]], excluded: list[tuple[float, float]]) -> float:
+    """Seconds covered by ``spans`` and by none of ``excluded``."""
+    both = _union(spans)
+    return _covered(both) - sum(max(0.0, min(end, e_end) - max(start, e_start))
+                                for start, end in both for e_start, e_end in _union(excluded))
+
+
+OVERLAPS = ("compute", "transfer")
+
+
+def lane_breakdown(timeline: Timeline, overlap: str = "compute") -> list[dict]:
     """Per lane of a recorded timeline, seconds of compute, of transfer (comm spans) and of waiting
-    (idle spans and every gap up to the makespan), which add up to the makespan."""
+    (idle spans and every gap up to the makespan), which add up to the makespan: each second of a lane
+    is counted once. ``overlap`` says who owns a second covered by both a compute and a comm span:
+    ``"compute"`` where transfers are posted and then hidden under compute (they cost nothing while the
+    block computes), ``"transfer"`` where a compute span wraps the collectives it calls (its time inside
+    them is not compute)."""
+    if overlap not in OVERLAPS:
+        raise ValueError(f"overlap must be one of {OVERLAPS}, got {overlap!r}")
     makespan = timeline.makespan
     rows = []
     for index, name in enumerate(timeline.lane_names):
-        compute = sum(_durations(timeline, "compute", index))
-        transfer = sum(_durations(timeline, "comm", index))
+        events = list(timeline.events(index))
+        computing = [(e.start, e.end) for e in events if e.kind == "compute"]
+        moving = [(e.start, e.end) for e in events if e.kind == "comm"]
+        if overlap == "compute":
+            compute, transfer = _covered(computing), _covered_outside(moving, computing)
+        else:
+            compute, transfer = _covered_outside(computing, moving), _covered(moving)
         rows.append({"lane": name, "compute": compute, "transfer": transfer,
                      "waiting": max(0.0, makespan - compute - transfer)})
     return rows
 
 
-def breakdown_lines(timeline: Timeline) -> list[str]:
+def breakdown_lines(timeline: Timeline, overlap: str = "compute") -> list[str]:
     """``lane_breakdown`` as one line per lane, in milliseconds."""
     return [f"  {row['lane']}: compute {row['compute'] * 1e3:.3g} ms, waiting {row['waiting'] * 1e3:.3g} ms, "
-            f"transfer {row['transfer'] * 1e3:.3g} ms" for row in lane_breakdown(timeline)]
+            f"transfer {row['transfer'] * 1e3:.3g} ms" for row in lane_breakdown(timeline, overlap)]
