@@ -18,25 +18,6 @@ REPO = Path(__file__).resolve().parents[1]
 SCANNED = sorted([*(REPO / "course_lib" / "grading" / "checks").rglob("*.py"),
                   *(REPO / "instructor" / "checks").glob("*.py")])
 RUNNER = "course_lib/grading/attempt/judge_runner.py"
-# Checks that still run student code with run_ranks themselves, each with what it runs; the test fails
-# once one is clean, so the list only shrinks.
-NOT_YET: dict[str, str] = {
-    "course_lib/grading/checks/ch04_stage_split/judge.py": "ask(): every case's answer from one child",
-    "course_lib/grading/checks/ch05_pipeline/visible.py": "the schedules of one child (_generate)",
-    "course_lib/grading/checks/ch06_tensor_parallel/visible.py": "the student's MLP beside DTensor's",
-    "course_lib/grading/checks/ch06_tensor_parallel/shards.py": "the shards of one child (_run_shards)",
-    "course_lib/grading/checks/ch06_vocab_loss/visible.py": "the student's loss beside loss_parallel's",
-    "course_lib/grading/checks/ch08_mesh/ranks.py": "torch's meshes, with the student's answers beside them",
-    # Two exercises written while the runner was being built (merged the same day): their own runs, guards
-    # and walks over the outcomes, to move onto the runner.
-    "course_lib/grading/checks/ch06_sequence_parallel/judge.py": "written beside the runner",
-    "course_lib/grading/checks/ch06_sequence_parallel/ranks.py": "written beside the runner",
-    "course_lib/grading/checks/ch06_sequence_parallel/visible.py": "written beside the runner",
-    "instructor/checks/ch06_sequence_parallel.py": "written beside the runner",
-    "course_lib/grading/checks/ch10_ring_backward/judge.py": "written beside the runner",
-    "course_lib/grading/checks/ch10_ring_backward/ranks.py": "written beside the runner",
-    "instructor/checks/ch10_ring_backward.py": "written beside the runner",
-}
 # Rank runs of torch's own implementation only (a reference: no student code, nothing to judge).
 REFERENCE_RUNS = {"course_lib/grading/checks/ch03_ddp/ranks.py"}
 
@@ -77,9 +58,6 @@ def _relative(path: Path) -> str:
 @pytest.mark.parametrize("path", SCANNED, ids=_relative)
 def test_checks_run_ranks_and_read_outcomes_through_the_judge_runner(path):
     found = violations(path.read_text(), reference_runs=_relative(path) in REFERENCE_RUNS)
-    if _relative(path) in NOT_YET:
-        assert found, f"{_relative(path)} now uses the judge runner: take it off NOT_YET"
-        return
     assert not found, f"{_relative(path)} bypasses the judge runner ({RUNNER}):\n" + "\n".join(found)
 
 

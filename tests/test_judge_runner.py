@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from course_lib.grading.attempt.judge_runner import (
+    CaseAnswer,
+    answer_or_raised,
     cases_of,
     failures,
     judging,
@@ -31,6 +33,15 @@ def _sums(rank, world_size, cases):
 
 def _one_sum(rank, world_size):
     return {"rank": rank, "total": rank}
+
+
+def _halves(rank, world_size, numbers):
+    """One process: each number halved, an odd one raising (each case judged on its own)."""
+    def half(n):
+        if n % 2:
+            raise ValueError(f"{n} is odd")
+        return n // 2
+    return [answer_or_raised(lambda n=n: half(n)) for n in numbers]
 
 
 def _bad_outcome(rank, world_size):
@@ -81,3 +92,14 @@ def test_the_world_size_loop_stops_after_the_first_failure():
 
     runs = runs_until_failure(run_one, (2, 3, 4))
     assert asked == [2, 3] and [r.world_size for r in runs] == [2, 3] and failures(runs) == ["hung"]
+
+
+def test_each_case_answer_comes_back_as_its_value_or_what_it_raised():
+    run = run_answer(_halves, 1, [4, 3], record=CaseAnswer, text=TEXT, timeout=30, cases=(4, 3))
+    assert run.completed
+    [(_, _, (even,)), (_, _, (odd,))] = list(cases_of(run))
+    assert even == CaseAnswer(value=2) and even.refusal is None
+    assert odd.value is None and odd.raised == "ValueError: 3 is odd" and odd.refusal is None
+    refused = CaseAnswer(raised="course_lib.grading.attempt.refused_code.RefusedCodeError: my_answer "
+                                "imported torch.distributed.pipelining, which this exercise refuses")
+    assert refused.refusal == "my_answer imported torch.distributed.pipelining, which this exercise refuses"

@@ -116,10 +116,10 @@ def _answers(student):
         balance = [*FIXED_BALANCE, *(drawn_case(rng, False, f"drawn case {i}") for i in range(DRAWN))]
         memory = [*FIXED_MEMORY, *(drawn_case(rng, True, f"drawn case {DRAWN + i}") for i in range(DRAWN))]
         real = replace(drawn_case(rng, False, "drawn real run"), stages=rng.choice((3, 4)))
-        outcomes, error = ask(student, balance + memory, TIMEOUT_S)
+        answers = ask(student, balance + memory, TIMEOUT_S)
         _CACHE.clear()
-        _CACHE.update(key=key, seed=seed, balance=balance, memory=memory, real=real, error=error,
-                      outcomes=outcomes, student=student)   # keeps the ids in key alive
+        _CACHE.update(key=key, seed=seed, balance=balance, memory=memory, real=real, answers=answers,
+                      student=student)   # keeps the ids in key alive
     return _CACHE
 
 
@@ -127,8 +127,7 @@ def _check(split_stages, kind: str, judge, what: str) -> None:
     run = _answers(as_student_function(split_stages, NAME, refusal=REFUSAL))
     cases = run[kind]
     first = 0 if kind == "balance" else len(run["balance"])
-    outcomes = run["outcomes"][first:first + len(cases)]
-    problems = case_problems(cases, outcomes, run["error"], judge)
+    problems = case_problems(run["answers"], judge, within=range(first, first + len(cases)))
     fail_with([f"{p}\n  (hidden test seed {run['seed']})" for p in problems], what, limit=2)
 
 

@@ -59,9 +59,9 @@ def _schedules(student):
         seed = fresh_seed()
         rng = random.Random(seed)
         pairs = list(FIXED_PAIRS) + [(rng.randint(1, 8), rng.randint(1, 16)) for _ in range(6)]
-        outcomes, error = generate_schedules(student, pairs, TIMEOUT_S)
+        schedules = generate_schedules(student, pairs, TIMEOUT_S)
         _CACHE.clear()
-        _CACHE.update(key=key, seed=seed, pairs=pairs, outcomes=outcomes, error=error,
+        _CACHE.update(key=key, seed=seed, schedules=schedules,
                       times=hidden_times(rng), student=student)   # keeps the ids in key alive
     return _CACHE
 
@@ -69,7 +69,7 @@ def _schedules(student):
 def _check(zero_bubble_h1, judge, what: str) -> None:
     """``judge(run)`` gives the per-pair judge: the run's schedules are made once for all three checks."""
     run = _schedules(as_student_function(zero_bubble_h1, NAME, refusal=REFUSAL))
-    problems = pair_problems(run["outcomes"], run["pairs"], judge(run), NAME, run["error"])
+    problems = pair_problems(run["schedules"], judge(run), NAME)
     fail_with([f"{p}\n  (hidden test seed {run['seed']})" for p in dict.fromkeys(problems)], what, limit=2)
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import random
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch06_sequence_parallel.judge import PartCase, traffic_problems, value_problems
 from course_lib.grading.checks.ch06_sequence_parallel.ranks import run_parts
@@ -58,12 +59,13 @@ def hidden_case(kind: str, world_size: int, rng: random.Random) -> PartCase:
 
 def _hidden(students: dict, kind: str, judge, world_sizes, what: str) -> None:
     seed = fresh_seed(5)
-    rng, problems = random.Random(seed), []
-    for world_size in world_sizes:
-        run = run_parts(students, world_size, [hidden_case(kind, world_size, rng)], seed, TIMEOUT_S)
-        problems += judge(run)
-        if run.error:
-            break
+    rng = random.Random(seed)
+
+    def run_one(world_size: int):
+        return run_parts(students, world_size, [hidden_case(kind, world_size, rng)], seed, TIMEOUT_S)
+
+    runs = runs_until_failure(run_one, world_sizes)
+    problems = [p for run in runs for p in judge(run)]
     fail_with([f"{p}\n  (hidden test seed {seed})" for p in dict.fromkeys(problems)], what)
 
 

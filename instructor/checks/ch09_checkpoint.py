@@ -37,8 +37,10 @@ import random
 from course_lib.dist.preemption import Preemption
 from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.checks.ch09_checkpoint.ranks import FileEvent
 from course_lib.grading.checks.ch09_checkpoint.runs import (
     REFUSAL,
+    RecordedSave,
     atomic_problems,
     resume_problems,
     round_trip_problems,
@@ -146,75 +148,68 @@ def check_resume_on_new_world_size_hidden(train) -> None:
 
 # ---- durable: the save's files and folders synced before the rename that publishes it -------------------
 
-def _timeline(record: dict) -> list[dict]:
-    """Every rank's recorded events, in the order they happened (one monotonic clock for the machine)."""
-    events = [{"t": t, "kind": kind, "path": path, "ino": ino, "dir": is_dir, "rank": int(rank)}
-              for rank, side in record["ranks"].items() for t, kind, path, ino, is_dir in side["events"]]
-    return sorted(events, key=lambda event: event["t"])
-
-
-def _said(event: dict) -> str:
+def _said(event: FileEvent) -> str:
     what = {"fsync": "os.fsync", "fdatasync": "os.fdatasync", "sync": "os.sync()", "create": "made",
-            "rename": "renamed"}[event["kind"]]
-    folder = " (a folder)" if event["dir"] else ""
-    return f"rank {event['rank']} {what} {event['path'] or ''}{folder}".rstrip()
+            "rename": "renamed"}[event.kind]
+    folder = " (a folder)" if event.is_dir else ""
+    return f"rank {event.rank} {what} {event.path or ''}{folder}".rstrip()
 
 
-def _publication(events: list[dict], after: dict, new: set[str]) -> dict | None:
+def _publication(events: list[FileEvent], after: dict, new: set[str]) -> FileEvent | None:
     """The rename that made the checkpoint visible: the last one into a name that is there after the save;
     without any rename, the last file the save created from Python."""
-    renames = [e for e in events if e["kind"] == "rename" and e["path"].split(" -> ")[-1] in after]
+    renames = [e for e in events if e.kind == "rename" and e.path.split(" -> ")[-1] in after]
     if renames:
         return renames[-1]
-    made = [e for e in events if e["kind"] == "create" and e["path"] in new]
+    made = [e for e in events if e.kind == "create" and e.path in new]
     return made[-1] if made else None
 
 
-def _appeared(events: list[dict], path: str, inode: int, started: int) -> int:
+def _appeared(events: list[FileEvent], path: str, inode: int, started: int) -> int:
     """When an entry was first seen: made, renamed into place, or synced (the save's start if never)."""
-    seen = [e["t"] for e in events if (e["kind"] == "create" and e["path"] == path)
-            or (e["kind"] == "rename" and e["path"].split(" -> ")[-1] == path)
-            or (e["kind"] in ("fsync", "fdatasync") and e["ino"] == inode)]
+    seen = [e.t for e in events if (e.kind == "create" and e.path == path)
+            or (e.kind == "rename" and e.path.split(" -> ")[-1] == path)
+            or (e.kind in ("fsync", "fdatasync") and e.inode == inode)]
     return min(seen, default=started)
 
 
-def _synced(events, inode: int, folder: bool, after_t: int, before_t: int) -> bool:
-    return any(after_t <= e["t"] < before_t and (e["kind"] == "sync" or (
-        e["kind"] in ("fsync", "fdatasync") and e["ino"] == inode and e["dir"] == folder)) for e in events)
+def _synced(events: list[FileEvent], inode: int, folder: bool, after_t: int, before_t: int) -> bool:
+    return any(after_t <= e.t < before_t and (e.kind == "sync" or (
+        e.kind in ("fsync", "fdatasync") and e.inode == inode and e.is_dir == folder)) for e in events)
 
 
-def durability_problems(record: dict) -> list[str]:
+def durability_problems(record: RecordedSave) -> list[str]:
     """Judge a recorded save: every file it wrote synced before the publication, every folder that gained
     an entry synced after that entry appeared and before the publication, the publishing folder after."""
-    events, before, after = _timeline(record), record["before"], record["after"]
-    started = min(side["started"] for side in record["ranks"].values())
+    events, before, after = record.timeline(), record.before, record.after
+    started = min(side.started for side in record.ranks.values())
     written = {p for p, (ino, size, mtime, is_dir) in after.items()
                if not is_dir and (p not in before or before[p][:3] != [ino, size, mtime])}
     new = {p for p, entry in after.items() if p != "." and (p not in before or before[p][0] != entry[0])}
-    shown = [_said(e) for e in events if not (e["kind"] == "create" and e["path"] == ".")]
+    shown = [_said(e) for e in events if not (e.kind == "create" and e.path == ".")]
     where = ("what your save of the second checkpoint did, in order: " + ("; ".join(shown[:16]) or
              "no sync call, nothing made or renamed") + ("; ..." if len(shown) > 16 else ""))
     publication = _publication(events, after, new)
     if publication is None:
         return ["no rename put the checkpoint in place and no file was created from Python to mark it "
                 "complete, so nothing orders the syncs before the moment it becomes visible", where]
-    target = publication["path"].split(" -> ")[-1]
+    target = publication.path.split(" -> ")[-1]
     problems = []
-    for path in sorted(written - {target} if publication["kind"] == "create" else written):
-        if not _synced(events, after[path][0], False, started, publication["t"]):
+    for path in sorted(written - {target} if publication.kind == "create" else written):
+        if not _synced(events, after[path][0], False, started, publication.t):
             problems.append(f"{path} was not synced (os.fsync on the file) before the checkpoint was "
                             f"published ({_said(publication)}): after a crash of the machine the new "
                             "checkpoint can be complete by its name and cut in its bytes")
     for folder in sorted({os.path.dirname(p) or "." for p in new - {target}}):
         entries = [p for p in new - {target} if (os.path.dirname(p) or ".") == folder]
         appeared = max(_appeared(events, entry, after[entry][0], started) for entry in entries)
-        if not _synced(events, after[folder][0], True, appeared, publication["t"]):
+        if not _synced(events, after[folder][0], True, appeared, publication.t):
             problems.append(f"the folder {folder} gained {', '.join(sorted(entries)[:3])} but was not synced "
                             f"(os.fsync on the folder) between then and the publication: a file's fsync "
                             "does not make its name durable (fsync(2))")
     folder = os.path.dirname(target) or "."
-    returned = record["ranks"][publication["rank"]]["returned"]
-    if folder in after and not _synced(events, after[folder][0], True, publication["t"] + 1, returned + 1):
+    returned = record.ranks[publication.rank].returned
+    if folder in after and not _synced(events, after[folder][0], True, publication.t + 1, returned + 1):
         problems.append(f"the folder {folder}, where the checkpoint was published ({_said(publication)}), "
                         "was not synced after it before save_checkpoint returned: a crash right after the "
                         "return can undo the publication")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import random
 
 from course_lib.grading.attempt.exercise import Exercise
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch10_ring_attention.ranks import AttentionCase
@@ -68,11 +69,9 @@ def _runs(answer, name: str, refusal, run, sizes, cases) -> tuple[list, int]:
     key = student.identity()
     if key not in _REPORTS:
         seed = fresh_seed()
-        rng, runs = random.Random(seed), []
-        for world_size in sizes:
-            runs.append(run(student, world_size, cases(rng), seed, TIMEOUT_S))
-            if runs[-1].error:
-                break
+        rng = random.Random(seed)
+        runs = runs_until_failure(lambda world_size: run(student, world_size, cases(rng), seed, TIMEOUT_S),
+                                  sizes)
         _REPORTS.clear()
         _REPORTS[key] = (runs, seed)
     return _REPORTS[key]

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from course_lib.dist.stage_timing import stage_timeline, time_stage
+from course_lib.grading.attempt.judge_runner import CaseAnswer
+from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch05_pipeline import visible as checks
 from course_lib.grading.checks.ch05_pipeline.judge import expected_sends
 from course_lib.grading.checks.ch05_pipeline.ranks import (
@@ -80,10 +82,10 @@ def test_the_memory_message_states_the_contract_never_the_warmup_count():
 
 
 def test_a_refused_call_and_other_errors_are_reported_per_pair():
-    outcomes = [["error", "course_lib.grading.attempt.refused_code.RefusedCodeError: one_f_one_b ran "
-                          "pipeline_schedule from course_lib, which this exercise refuses: ..."],
-                ["error", "KeyError: 3"]]
-    problems = checks.schedule_problems(outcomes, [(2, 2), (3, 1)], "memory")
+    answers = (CaseAnswer(raised="course_lib.grading.attempt.refused_code.RefusedCodeError: one_f_one_b ran "
+                                 "pipeline_schedule from course_lib, which this exercise refuses: ..."),
+               CaseAnswer(raised="KeyError: 3"))
+    problems = checks.schedule_problems(RankRun(1, per_rank=(answers,), cases=((2, 2), (3, 1))), "memory")
     assert problems[0].startswith("one_f_one_b ran pipeline_schedule from course_lib, which this exercise")
     assert "one_f_one_b(3, 1) raised KeyError" in problems[1]
 

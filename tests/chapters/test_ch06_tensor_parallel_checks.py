@@ -20,6 +20,7 @@ from course_lib.grading.checks.ch06_tensor_parallel.ranks import (
     case_tensors,
 )
 from course_lib.grading.checks.ch06_tensor_parallel.shards import (
+    ShardOutcome,
     _judge_shards,
     _trains_the_layer,
     shard_layouts,
@@ -83,12 +84,12 @@ def test_a_failed_run_reports_its_error_in_every_judgement():
 
 def test_shards_are_judged_by_what_the_layer_computes():
     layout = (6, 8, 2, True)
-    right = [{"weight": torch.zeros(4, 6), "bias": torch.zeros(4)}] * 2
-    transposed = [{"weight": torch.zeros(8, 3), "bias": torch.zeros(4)}] * 2
+    right = [ShardOutcome(torch.zeros(4, 6), torch.zeros(4))] * 2
+    transposed = [ShardOutcome(torch.zeros(8, 3), torch.zeros(4))] * 2
     assert any("rank 0" in p for p in _judge_shards("column", layout, right, SEED))  # zeros are wrong values
     assert any("cannot take its input" in p for p in _judge_shards("column", layout, transposed, SEED))
     odd = (3, 5, 2, True)
-    assert _judge_shards("column", odd, [{"value_error": "no"}] * 2, SEED) == []
+    assert _judge_shards("column", odd, [ShardOutcome(value_error="no")] * 2, SEED) == []
     assert "must raise ValueError" in _judge_shards("column", odd, right, SEED)[0]
 
 
@@ -126,9 +127,9 @@ def test_an_optimizer_step_on_a_view_trains_the_layer_and_the_layer_is_put_back(
 def test_a_shard_that_shares_the_layers_memory_is_named():
     layout = (6, 8, 2, True)
     linear = _filled(torch.nn.Linear(6, 8), SEED, torch.float32)
-    right = [{"weight": w.detach().clone(), "bias": b.detach().clone(), "trains": []}
+    right = [ShardOutcome(w.detach().clone(), b.detach().clone())
              for w, b in zip(linear.weight.chunk(2), linear.bias.chunk(2), strict=True)]
     assert _judge_shards("column", layout, right, SEED) == []
-    views = [dict(shard, trains=["weight", "bias"]) for shard in right]
+    views = [replace(shard, trains=["weight", "bias"]) for shard in right]
     [problem] = _judge_shards("column", layout, views, SEED)
     assert "changed the layer's weight and bias" in problem and "return new tensors" in problem

@@ -3,11 +3,14 @@
 Checks only word what is wrong: this file owns the run (``run_answer``), the run-by-run loop that stops at a
 failure (``runs_until_failure``), the guard that turns a failed run into its one problem (``judging``) and
 the case-by-rank walk over what came back (``cases_of``, ``ranks_of``). A check reads records, never dicts.
+An answer asked case by case in one process, each case judged on its own even when another raised, comes
+back as ``CaseAnswer`` records (``answer_or_raised`` on the rank side).
 """
 
 from __future__ import annotations
 
 import functools
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +27,32 @@ def run_answer(rank_fn, world_size: int, *args, record, text: FailureText, timeo
     """
     run = run_on_ranks(rank_fn, world_size, *args, text=text, timeout=timeout, cases=cases, seed=seed)
     return run.as_records(record, text.subject, one_per_rank=one_per_rank)
+
+
+@dataclass(frozen=True)
+class CaseAnswer:
+    """The student's function in one case: what it returned (plain data), or what it raised, as
+    traceback.format_exception_only words it ("module.ErrorType: message")."""
+
+    value: Any = None
+    raised: str | None = None
+
+    @property
+    def refusal(self) -> str | None:
+        """The refusal's own words when what it raised was the exercise's refusal (RefusedCodeError)."""
+        if self.raised and "RefusedCodeError" in self.raised:
+            return self.raised.partition(": ")[2]
+        return None
+
+
+def answer_or_raised(call: Callable[[], Any]) -> dict:
+    """Rank side: ``call()``'s value, or what it raised, as a plain dict that reads back as a CaseAnswer;
+    one case raising does not stop the others (a refusal the code caught still fails the run: the rank
+    function runs ``watched``)."""
+    try:
+        return {"value": call()}
+    except Exception as error:  # noqa: BLE001 - each case is judged on its own
+        return {"raised": "".join(traceback.format_exception_only(error)).strip()}
 
 
 def run_training_answer(rank_fn, world_size: int, *args, record, name: str, timeout: float, cases=(),

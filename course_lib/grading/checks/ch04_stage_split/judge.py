@@ -8,12 +8,15 @@ feedback shows where the time or the memory went, never the split that would hav
 from __future__ import annotations
 
 import statistics
-import traceback
 
-from course_lib.dist import RankFailure, RanksHungError, run_ranks
-from course_lib.grading.attempt.judge_runner import judging
-from course_lib.grading.attempt.rank_attempt import RankRun
-from course_lib.grading.attempt.refusals import check_not_refused
+from course_lib.grading.attempt.judge_runner import (
+    CaseAnswer,
+    answer_or_raised,
+    judging,
+    ranks_of,
+    run_answer,
+)
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun
 
 from .model import NAME, Case, stage_memory, stage_table, stage_times, step_time, structure_problems
 
@@ -21,46 +24,42 @@ TOLERANCE = 1e-9
 CLEAR_GAP = 1.6          # stages whose modelled busy times differ by this factor must measure in that order
 
 
+def _plain_split(answer):
+    """The returned split as a list of ints; anything else (or any other item) as its repr."""
+    plain = list(answer) if isinstance(answer, (list, tuple)) else answer
+    return [int(x) if isinstance(x, int) and not isinstance(x, bool) else repr(x) for x in plain] \
+        if isinstance(plain, list) else repr(plain)
+
+
 def _answer(rank, world_size, student, arguments):
     """Child side: the student's split for every case, or the error it raised."""
     function = student.resolve()
-    outcomes = []
-    for kwargs in arguments:
-        try:
-            answer = function(**kwargs)
-            plain = list(answer) if isinstance(answer, (list, tuple)) else answer
-            plain = [int(x) if isinstance(x, int) and not isinstance(x, bool) else repr(x) for x in plain] \
-                if isinstance(plain, list) else repr(plain)
-            outcomes.append(["ok", plain])
-        except Exception as error:  # noqa: BLE001 - each case is judged on its own
-            outcomes.append(["error", "".join(traceback.format_exception_only(error)).strip()])
-    check_not_refused()   # a refusal the student's code caught still costs the points
-    return outcomes
+    return [answer_or_raised(lambda kwargs=kwargs: _plain_split(function(**kwargs))) for kwargs in arguments]
 
 
-def ask(student, cases: list[Case], timeout: float) -> tuple[list, str | None]:
-    """Per case ["ok", starts] or ["error", text], from one child process under the exercise's refusal;
-    or ([], why nothing came back)."""
-    try:
-        return run_ranks(_answer, 1, student, [c.arguments() for c in cases], timeout=timeout,
-                         plain_results=True)[0], None
-    except RanksHungError:
-        return [], f"{NAME} did not return within {timeout:g} s for {len(cases)} cases (a search too slow?)"
-    except RankFailure as error:
-        return [], f"running {NAME} failed: {error.summary}"
+def ask(student, cases: list[Case], timeout: float) -> RankRun:
+    """Every case's CaseAnswer (the split, or what it raised), from one child process under the exercise's
+    refusal; a run that hung or failed says why in words."""
+    text = FailureText(NAME, raised="running {subject} failed: {summary}",
+                       hung=f"{{subject}} did not return within {{timeout:g}} s for {len(cases)} cases "
+                            "(a search too slow?)")
+    return run_answer(_answer, 1, student, [c.arguments() for c in cases], record=CaseAnswer, text=text,
+                      timeout=timeout, cases=cases)
 
 
-def case_problems(cases, outcomes, error, judge) -> list[str]:
-    """``judge(case, starts)`` for every case whose answer came back; errors (a refusal) as they came."""
-    if error:
-        return [error]
+@judging
+def case_problems(run: RankRun, judge, within: range | None = None) -> list[str]:
+    """``judge(case, starts)`` for every case whose answer came back (only the cases at the indices
+    ``within``, when given); errors (a refusal) as they came."""
     problems = []
-    for case, (status, value) in zip(cases, outcomes, strict=True):
-        if status == "error":
-            problems.append(value.partition(": ")[2] if "RefusedCodeError" in value
-                            else f"{case.describe()}: {NAME} raised {value}")
+    for each in ranks_of(run):
+        if within is not None and each.index not in within:
             continue
-        problems += structure_problems(case, value) or judge(case, value)
+        case, answer = each.case, each.outcome
+        if answer.raised:
+            problems.append(answer.refusal or f"{case.describe()}: {NAME} raised {answer.raised}")
+            continue
+        problems += structure_problems(case, answer.value) or judge(case, answer.value)
     return problems
 
 

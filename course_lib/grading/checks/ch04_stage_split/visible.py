@@ -62,10 +62,9 @@ VISIBLE_BEST_MS = {"balance": 95.3, "balance, 2 stages": 72.4, "memory": 117.7, 
 def _visible(split_stages, names, judge, what: str) -> None:
     student = as_student_function(split_stages, NAME, refusal=REFUSAL)
     cases = [VISIBLE_CASES[n] for n in names]
-    outcomes, error = ask(student, cases, VISIBLE_TIMEOUT_S)
+    run = ask(student, cases, VISIBLE_TIMEOUT_S)
     judges = {c: n for c, n in zip(cases, names, strict=True)}
-    fail_with(case_problems(cases, outcomes, error, lambda case, starts: judge(judges[case], case, starts)),
-              what, limit=2)
+    fail_with(case_problems(run, lambda case, starts: judge(judges[case], case, starts)), what, limit=2)
 
 
 def check_split_stages_balance(split_stages) -> None:

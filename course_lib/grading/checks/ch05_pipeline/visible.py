@@ -8,12 +8,17 @@ the ops it returned: dependencies, activations held, and simulated makespan.
 from __future__ import annotations
 
 import math
-import traceback
 
 from course_lib import sim
-from course_lib.dist import RankFailure, RanksHungError, run_ranks
-from course_lib.grading.attempt.rank_attempt import fail_with
-from course_lib.grading.attempt.refusals import Refusal, check_not_refused
+from course_lib.grading.attempt.judge_runner import (
+    CaseAnswer,
+    answer_or_raised,
+    judging,
+    ranks_of,
+    run_answer,
+)
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, fail_with
+from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
 
 PIPELINING = ("torch.distributed.pipelining",)   # PyTorch's schedules (Schedule1F1B, its action lists)
@@ -43,40 +48,29 @@ def _plain_ops(schedule) -> list:
 def _generate(rank, world_size, student, pairs):
     """Child side: the student's schedule for every (stages, microbatches), or the error it raised."""
     function = student.resolve()
-    outcomes = []
-    for stages, microbatches in pairs:
-        try:
-            outcomes.append(["ok", _plain_ops(function(stages, microbatches))])
-        except Exception as error:  # noqa: BLE001 - each pair is judged on its own
-            outcomes.append(["error", "".join(traceback.format_exception_only(error)).strip()])
-    check_not_refused()   # a refusal the student's code caught still costs the points
-    return outcomes
+    return [answer_or_raised(lambda pair=pair: _plain_ops(function(*pair))) for pair in pairs]
 
 
-def generate_schedules(student, pairs, timeout: float) -> tuple[list, str | None]:
-    """Per pair ["ok", ops] or ["error", text], run in a child process under the student's refusal; or
-    ([], why it did not run)."""
-    try:
-        return run_ranks(_generate, 1, student, [list(p) for p in pairs], timeout=timeout,
-                         plain_results=True)[0], None
-    except RanksHungError:
-        return [], f"{student.name} did not return within {timeout:g} s (a loop that never ends?)"
-    except RankFailure as error:
-        return [], f"running {student.name} failed: {error.summary}"
+def generate_schedules(student, pairs, timeout: float) -> RankRun:
+    """Every pair's CaseAnswer (the ops, or what the student's function raised), run in a child process under
+    the student's refusal; a run that hung or failed says why in words."""
+    pairs = [tuple(p) for p in pairs]
+    text = FailureText(student.name, raised="running {subject} failed: {summary}",
+                       hung="{subject} did not return within {timeout:g} s (a loop that never ends?)")
+    return run_answer(_generate, 1, student, [list(p) for p in pairs], record=CaseAnswer, text=text,
+                      timeout=timeout, cases=pairs)
 
 
-def pair_problems(outcomes, pairs, judge, name: str, error: str | None = None) -> list[str]:
+@judging
+def pair_problems(run: RankRun, judge, name: str) -> list[str]:
     """``judge(stages, microbatches, ops)`` on every pair that returned; errors (a refusal) as they came."""
-    if error:
-        return [error]
     problems = []
-    for (stages, microbatches), (status, value) in zip(pairs, outcomes, strict=True):
-        if status == "error":
-            refused = "RefusedCodeError" in value
-            problems.append(value.partition(": ")[2] if refused else f"{name}({stages}, {microbatches}) "
-                                                                     f"raised {value}")
+    for each in ranks_of(run):
+        (stages, microbatches), answer = each.case, each.outcome
+        if answer.raised:
+            problems.append(answer.refusal or f"{name}({stages}, {microbatches}) raised {answer.raised}")
         else:
-            problems += judge(stages, microbatches, value)
+            problems += judge(stages, microbatches, answer.value)
     return problems
 
 
@@ -185,15 +179,14 @@ def makespan_problems(stages: int, microbatches: int, ops) -> list[str]:
 ASPECTS = {"dependencies": dependency_problems, "memory": memory_problems, "makespan": makespan_problems}
 
 
-def schedule_problems(outcomes, pairs, aspect: str, error: str | None = None) -> list[str]:
+def schedule_problems(run: RankRun, aspect: str) -> list[str]:
     """What is wrong with the student's schedules for ``aspect`` (dependencies, memory, makespan)."""
-    return pair_problems(outcomes, pairs, ASPECTS[aspect], "one_f_one_b", error)
+    return pair_problems(run, ASPECTS[aspect], "one_f_one_b")
 
 
 def _visible(one_f_one_b, aspect: str, what: str) -> None:
     student = as_student_function(one_f_one_b, "one_f_one_b", refusal=REFUSAL)
-    outcomes, error = generate_schedules(student, VISIBLE_PAIRS, VISIBLE_TIMEOUT_S)
-    fail_with(schedule_problems(outcomes, VISIBLE_PAIRS, aspect, error), what)
+    fail_with(schedule_problems(generate_schedules(student, VISIBLE_PAIRS, VISIBLE_TIMEOUT_S), aspect), what)
 
 
 def check_one_f_one_b_dependencies(one_f_one_b) -> None:

@@ -27,8 +27,8 @@ VISIBLE_TIMEOUT_S = 20
 
 def _visible(zero_bubble_h1, aspect: str, what: str) -> None:
     student = as_student_function(zero_bubble_h1, NAME, refusal=REFUSAL)
-    outcomes, error = generate_schedules(student, VISIBLE_PAIRS, VISIBLE_TIMEOUT_S)
-    fail_with(pair_problems(outcomes, VISIBLE_PAIRS, ASPECTS[aspect], NAME, error), what, limit=2)
+    run = generate_schedules(student, VISIBLE_PAIRS, VISIBLE_TIMEOUT_S)
+    fail_with(pair_problems(run, ASPECTS[aspect], NAME), what, limit=2)
 
 
 def check_zero_bubble_h1_dependencies(zero_bubble_h1) -> None:

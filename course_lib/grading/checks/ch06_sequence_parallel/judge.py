@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_lib.grading.attempt.judge_runner import cases_of, judging
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch06_tensor_parallel.judge import (
     DTYPES,
@@ -130,12 +131,11 @@ def _expected(case, name, full_grad, seen, splits, rank, n):
     return shard_grad(what, splits.get(short, "column"), seen[short], rank, n)
 
 
+@judging
 def value_problems(run: RankRun) -> list[str]:
     """Every Linear split (from its weight's shape), output, input gradient and every parameter gradient."""
-    if run.error:
-        return [run.error]
     problems, n = [], run.world_size
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         out, input_grad, grads, seen = reference(case, run.seed + 101 * index)
         shapes = {linear_of(name): tuple(g.shape) for name, g in grads.items()
                   if name.endswith(".weight") and linear_of(name)}
@@ -143,7 +143,7 @@ def value_problems(run: RankRun) -> list[str]:
             where = f"rank {rank}, {case.describe(n)}"
             splits = {}
             for short, full_shape in shapes.items():
-                got = outcome["shapes"].get(short)
+                got = outcome.shapes.get(short)
                 splits[short] = split_of(got, full_shape, n) if got else None
                 if splits[short] is None and n > 1:
                     problems.append(f"{where}: `{short}` is not split: its weight is {got or 'missing'}, "
@@ -157,8 +157,8 @@ def value_problems(run: RankRun) -> list[str]:
                 want = {"output": out, "input gradient": input_grad}
             want |= {f"{name}.grad": _expected(case, name, g, seen, splits, rank, n)
                      for name, g in grads.items()}
-            got = {"output": outcome["out"], "input gradient": outcome["input_grad"],
-                   **{f"{name}.grad": g for name, g in outcome["grads"].items()}}
+            got = {"output": outcome.out, "input gradient": outcome.input_grad,
+                   **{f"{name}.grad": g for name, g in outcome.grads.items()}}
             problems += [_mismatch(where, what, got.get(what), expected) for what, expected in want.items()
                          if not _close(got.get(what), expected, case.dtype)]
     return problems
@@ -178,18 +178,17 @@ def expected_traffic(case: PartCase, world_size: int) -> dict[str, list]:
             "synchronization": ("all_reduce", 3 * case.dim * size)}
 
 
+@judging
 def traffic_problems(run: RankRun) -> list[str]:
     """The block: two all-reduces of the activation forward (attention, MLP), backward only all-reduces of
     it. Sequence parallel: all-gather then reduce-scatter of the whole activation forward, the same
     backward, and all-reduces of the norm's and down's bias gradients, 3 * dim elements, to synchronise."""
-    if run.error:
-        return [run.error]
     problems = []
-    for case, outcomes in zip(run.cases, run.outcomes, strict=True):
+    for _, case, outcomes in cases_of(run):
         expected = expected_traffic(case, run.world_size)
         for rank, outcome in enumerate(outcomes):
             for phase, want in expected.items():
-                recorded = [(_kind(op), nbytes) for op, nbytes in outcome[phase]]
+                recorded = [(_kind(op), nbytes) for op, nbytes in getattr(outcome, phase)]
                 if phase == "synchronization":
                     op, total = want
                     right = ({o for o, _ in recorded} == {op} and sum(b for _, b in recorded) == total)

@@ -4,8 +4,13 @@ rebuilt from a seed, outputs, gradients, shard shapes and traffic recorded (judg
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import torch
+
 from course_lib.dist import record_traffic
-from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after, run_on_ranks
+from course_lib.grading.attempt.judge_runner import run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
 from course_lib.grading.checks.ch06_sequence_parallel.judge import (
     PartCase,
     backpropagate,
@@ -16,6 +21,21 @@ from course_lib.grading.checks.ch06_sequence_parallel.judge import (
 )
 
 NAMES = ("parallelize_block", "SequenceParallelMLP")
+
+
+@dataclass(frozen=True)
+class PartOutcome:
+    """One rank's case: its forward's and backward's calls (op, nbytes), its output, its input's gradient,
+    each parameter's gradient ({name: tensor or None}), each Linear's weight shape ({short name: shape})
+    and, for sequence parallel, the calls of its gradient synchronisation (None for the block)."""
+
+    forward: list
+    backward: list
+    out: torch.Tensor
+    input_grad: torch.Tensor | None
+    grads: dict
+    shapes: dict
+    synchronization: list | None = None
 
 
 def _events(log) -> list:
@@ -67,7 +87,7 @@ def run_parts(students: dict, world_size: int, cases, seed: int, timeout: float)
         raised="{subject}: your code raised: {summary}",
         crashed="running on {world_size} ranks failed: {reason}",
         frames=lambda remote: frames_after(remote, __file__))
-    return run_on_ranks(_run_part_cases, world_size, students, cases, seed, text=text, timeout=timeout,
-                        cases=cases, seed=seed)
+    return run_answer(_run_part_cases, world_size, students, cases, seed, record=PartOutcome, text=text,
+                      timeout=timeout, cases=cases, seed=seed)
 
 

@@ -4,6 +4,7 @@ unsharded block and sub-layer, and its recorded traffic; no parallel layer is im
 
 from __future__ import annotations
 
+from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch06_sequence_parallel.judge import PartCase, traffic_problems, value_problems
@@ -25,12 +26,9 @@ def students_of(**candidates) -> dict:
 def part_runs(students: dict, kind: str, world_sizes, case: PartCase | None = None, seed: int = VISIBLE_SEED,
               timeout: float = VISIBLE_TIMEOUT_S) -> list:
     """One run per world size of one case; stops at the first run that raises or hangs."""
-    runs = []
-    for world_size in world_sizes:
-        runs.append(run_parts(students, world_size, [case or VISIBLE_CASES[kind]], seed, timeout))
-        if runs[-1].error:
-            break
-    return runs
+    return runs_until_failure(
+        lambda world_size: run_parts(students, world_size, [case or VISIBLE_CASES[kind]], seed, timeout),
+        world_sizes)
 
 
 def _check(students, kind, judge, world_sizes, what, holds):

@@ -7,35 +7,52 @@ reproduces its share of the whole layer, and refuse with ValueError sizes that d
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from course_lib.dist import RankFailure, RanksHungError, run_ranks
+from course_lib.grading.attempt.judge_runner import judging, ranks_of, run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun
 from course_lib.grading.checks.ch06_tensor_parallel.judge import _close, _filled, _shape
 from course_lib.grading.checks.ch06_tensor_parallel.ranks import NAMES, _student_frames
 
 
-def _run_shards(rank, world_size, students, layouts, seed):
-    shard_columns, shard_rows = (students[name].resolve() if name in students else None for name in NAMES[:2])
-    results = []
-    for index, (in_features, out_features, n, bias) in enumerate(layouts):
-        linear = _filled(nn.Linear(in_features, out_features, bias=bias), seed + index, torch.float32)
-        function = shard_columns if index % 2 == 0 else shard_rows
-        per_rank = []
-        if function is None:
-            results.append(per_rank)
-            continue
-        for r in range(n):
-            try:
-                weight, shard_bias = function(linear, r, n)
-                per_rank.append({"weight": weight.detach().clone(),
-                                 "bias": None if shard_bias is None else shard_bias.detach().clone(),
-                                 "trains": _trains_the_layer(linear, weight, shard_bias)})
-            except ValueError as error:
-                per_rank.append({"value_error": str(error)})
-        results.append(per_rank)
-    return results
+@dataclass(frozen=True)
+class ShardOutcome:
+    """One rank's shard of one layout: its weight and bias, which of the layer's tensors an optimizer step
+    on it changes (a view's), or the ValueError's words when it refused the sizes."""
+
+    weight: torch.Tensor | None = None
+    bias: torch.Tensor | None = None
+    trains: list = field(default_factory=list)
+    value_error: str | None = None
+
+
+def _shard_cases(kind: str, layouts) -> list[tuple[int, int]]:
+    """(layout index, rank) for every rank of every layout of ``kind`` (column: even indices, row: odd)."""
+    first = 0 if kind == "column" else 1
+    return [(index, r) for index in range(first, len(layouts), 2) for r in range(layouts[index][2])]
+
+
+def _run_shards(rank, world_size, student, layouts, seed, cases):
+    """One process: the student's shard for every (layout index, rank) case, cut from the layout's layer."""
+    function = student.resolve()
+    linears, outcomes = {}, []
+    for index, r in cases:
+        in_features, out_features, n, bias = layouts[index]
+        if index not in linears:   # one layer per layout: every rank's shard is cut from the same weights
+            linears[index] = _filled(nn.Linear(in_features, out_features, bias=bias), seed + index,
+                                     torch.float32)
+        linear = linears[index]
+        try:
+            weight, shard_bias = function(linear, r, n)
+            outcomes.append({"weight": weight.detach().clone(),
+                             "bias": None if shard_bias is None else shard_bias.detach().clone(),
+                             "trains": _trains_the_layer(linear, weight, shard_bias)})
+        except ValueError as error:
+            outcomes.append({"value_error": str(error)})
+    return outcomes
 
 
 def _trains_the_layer(linear: nn.Linear, weight, bias) -> list[str]:
@@ -65,20 +82,32 @@ def shard_layouts(world_sizes, rng: random.Random) -> list[tuple]:
     return layouts
 
 
+def run_shards(students: dict, kind: str, layouts, seed: int, timeout: float) -> RankRun:
+    """The student's shard function of ``kind`` (column/row) on its layouts, in one process; a failure or a
+    hang is recorded in the run, never raised."""
+    name = NAMES[0] if kind == "column" else NAMES[1]
+    cases = _shard_cases(kind, layouts)
+    text = FailureText(name, raised="{subject} raised: {summary}", frames=_student_frames,
+                       hung=f"the shard functions did not return within {timeout:g} s")
+    return run_answer(_run_shards, 1, students[name], list(layouts), seed, cases, record=ShardOutcome,
+                      text=text, timeout=timeout, cases=cases)
+
+
+@judging
+def _layout_problems(run: RankRun, kind: str, layouts, seed: int) -> list[str]:
+    """Every layout's shards, rank by rank, judged against the layer they were cut from."""
+    by_layout: dict[int, list[ShardOutcome]] = {}
+    for each in ranks_of(run):
+        by_layout.setdefault(each.case[0], []).append(each.outcome)
+    problems = []
+    for index, per_rank in by_layout.items():
+        problems += _judge_shards(kind, layouts[index], per_rank, seed + index)
+    return problems
+
+
 def shard_problems(students: dict, kind: str, layouts, seed: int, timeout: float) -> list[str]:
     """For kind column/row: every rank's shard reproduces nn.Linear; sizes not divisible raise ValueError."""
-    try:
-        results = run_ranks(_run_shards, 1, students, layouts, seed, timeout=timeout, plain_results=True)[0]
-    except RankFailure as error:
-        name = NAMES[0] if kind == "column" else NAMES[1]
-        return [f"{name} raised: {error.summary}\n{_student_frames(error.remote_traceback)}"]
-    except RanksHungError:
-        return [f"the shard functions did not return within {timeout:g} s"]
-    first = 0 if kind == "column" else 1
-    problems = []
-    for index in range(first, len(layouts), 2):
-        problems += _judge_shards(kind, layouts[index], results[index], seed + index)
-    return problems
+    return _layout_problems(run_shards(students, kind, layouts, seed, timeout), kind, layouts, seed)
 
 
 def _judge_shards(kind: str, layout, per_rank, seed: int) -> list[str]:
@@ -87,7 +116,7 @@ def _judge_shards(kind: str, layout, per_rank, seed: int) -> list[str]:
     where = f"{name}(nn.Linear({in_features}, {out_features}, bias={bias}), rank, {n})"
     divisible = (out_features if kind == "column" else in_features) % n == 0
     if not divisible:
-        if all("value_error" in shard for shard in per_rank):
+        if all(shard.value_error is not None for shard in per_rank):
             return []
         return [f"{where}: {out_features if kind == 'column' else in_features} features do not split evenly "
                 f"over {n} ranks, so it must raise ValueError (saying so), not return a shard"]
@@ -99,9 +128,9 @@ def _judge_shards(kind: str, layout, per_rank, seed: int) -> list[str]:
 
 
 def _shard_value_problems(kind, where, linear, x, full, per_rank, n) -> list[str]:
-    if any("value_error" in shard for shard in per_rank):
+    if any(shard.value_error is not None for shard in per_rank):
         return [f"{where}: raised ValueError although the sizes divide evenly"]
-    shared = next(((r, shard["trains"]) for r, shard in enumerate(per_rank) if shard.get("trains")), None)
+    shared = next(((r, shard.trains) for r, shard in enumerate(per_rank) if shard.trains), None)
     if shared:
         rank, names = shared
         return [f"{where}, rank {rank}: one optimizer step on your shard changed the layer's "
@@ -110,11 +139,11 @@ def _shard_value_problems(kind, where, linear, x, full, per_rank, n) -> list[str
     problems, total = [], torch.zeros_like(full)
     for r, shard in enumerate(per_rank):
         inputs = x if kind == "column" else torch.tensor_split(x, n, dim=-1)[r]
-        bias = shard["bias"] if kind == "column" else None
+        bias = shard.bias if kind == "column" else None
         try:
-            local = nn.functional.linear(inputs, shard["weight"], bias)
+            local = nn.functional.linear(inputs, shard.weight, bias)
         except RuntimeError as error:
-            problems.append(f"{where}, rank {r}: a layer from your shard (weight {_shape(shard['weight'])}) "
+            problems.append(f"{where}, rank {r}: a layer from your shard (weight {_shape(shard.weight)}) "
                             f"cannot take its input {_shape(inputs)}: {str(error).splitlines()[0]}")
             continue
         if kind == "column" and not _close(local, torch.tensor_split(full, n, dim=-1)[r], "float32"):
@@ -123,7 +152,7 @@ def _shard_value_problems(kind, where, linear, x, full, per_rank, n) -> list[str
         total = total + local if local.shape == full.shape else total
     if kind == "row" and not problems:
         full_bias = linear.bias.detach() if linear.bias is not None else None
-        got_bias = per_rank[0]["bias"]
+        got_bias = per_rank[0].bias
         if (full_bias is None) != (got_bias is None) or (full_bias is not None
                                                          and not torch.equal(got_bias, full_bias)):
             problems.append(f"{where}: the bias returned must be the layer's whole bias (None if none)")

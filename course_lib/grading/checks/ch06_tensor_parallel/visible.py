@@ -7,10 +7,10 @@ PyTorch's own tensor parallelism): no parallel layer is implemented here.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
-from course_lib.dist import run_ranks
-from course_lib.grading.attempt.judge_runner import runs_until_failure
-from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.attempt.judge_runner import failures, ranks_of, run_answer, runs_until_failure
+from course_lib.grading.attempt.rank_attempt import FailureText, fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch06_tensor_parallel.judge import _close, traffic_problems, value_problems
@@ -110,13 +110,22 @@ def megatron_mlp_plan() -> dict:
     return {"up": ColwiseParallel(), "down": RowwiseParallel()}
 
 
+@dataclass(frozen=True)
+class BesideDTensor:
+    """One rank's output, input gradient and parameter gradients ({what: tensor}), under DTensor's plan and
+    with your layers."""
+
+    dtensor: dict
+    yours: dict
+
+
 def _dtensor_and_yours(rank, world_size, students, case, seed, plan):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import parallelize_module
 
     mesh = init_device_mesh("cpu", (world_size,))
     yours = _sharded(case, build_full(case, seed), *(students[n].resolve() for n in NAMES[2:]))  # fails first
-    models = {"DTensor": parallelize_module(build_full(case, seed), mesh, plan), "yours": yours}
+    models = {"dtensor": parallelize_module(build_full(case, seed), mesh, plan), "yours": yours}
     results = {}
     for label, model in models.items():
         x, upstream = case_tensors(case, seed)
@@ -143,15 +152,17 @@ def compare_with_dtensor(ColumnParallelLinear, RowParallelLinear, plan: dict | N
     case = case or VISIBLE_CASES["mlp"]
     students = students_of(ColumnParallelLinear=ColumnParallelLinear, RowParallelLinear=RowParallelLinear)
     plan = megatron_mlp_plan() if plan is None else plan
-    per_rank = run_ranks(_dtensor_and_yours, world_size, students, case, VISIBLE_SEED, plan,
-                         timeout=DTENSOR_TIMEOUT_S, plain_results=True)
+    run = run_answer(_dtensor_and_yours, world_size, students, case, VISIBLE_SEED, plan,
+                     record=BesideDTensor, text=FailureText("your MLP beside DTensor's"),
+                     timeout=DTENSOR_TIMEOUT_S, one_per_rank=True)
+    fail_with(failures([run]), "your tensor-parallel MLP and DTensor's could not be run side by side")
     problems, largest = [], {}
-    for rank, results in enumerate(per_rank):
-        for what, theirs in results["DTensor"].items():
-            yours = results["yours"].get(what)
+    for each in ranks_of(run):
+        for what, theirs in each.outcome.dtensor.items():
+            yours = each.outcome.yours.get(what)
             if not _close(yours, theirs, case.dtype):
-                problems.append(f"rank {rank}: {what} is {getattr(yours, 'shape', yours)}-shaped or differs "
-                                f"from DTensor's (shape {tuple(theirs.shape)})")
+                problems.append(f"rank {each.rank}: {what} is {getattr(yours, 'shape', yours)}-shaped or "
+                                f"differs from DTensor's (shape {tuple(theirs.shape)})")
             else:
                 largest[what] = max(largest.get(what, 0.0), (yours - theirs).abs().max().item())
     fail_with(problems, "your tensor-parallel MLP differs from DTensor's parallelize_module")

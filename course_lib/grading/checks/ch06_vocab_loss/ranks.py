@@ -103,13 +103,22 @@ def _yours_and_loss_parallel(rank, world_size, student, case, seed):
     from torch.distributed.tensor.debug import CommDebugMode
     from torch.distributed.tensor.parallel import loss_parallel
 
-    yours = _run_losses(rank, world_size, student, [case], seed)[0]
+    yours = LossOutcome(**_run_losses(rank, world_size, student, [case], seed)[0])
     logits, target = case_tensors(case, seed)
     sharded = distribute_tensor(logits, init_device_mesh("cpu", (world_size,)), [Shard(1)]).requires_grad_()
     with CommDebugMode() as comm, loss_parallel():
         loss = nn.functional.cross_entropy(sharded, target)
         loss.backward()
     counts = {str(op).rsplit(".", 1)[-1]: count for op, count in comm.get_comm_counts().items()}
-    mine = [op for op, _ in yours["forward"] + yours["backward"]]
-    return {"yours": (yours["loss"], {op: mine.count(op) for op in dict.fromkeys(mine)}),
+    mine = [op for op, _ in yours.forward + yours.backward]
+    return {"yours": (yours.loss, {op: mine.count(op) for op in dict.fromkeys(mine)}),
             "loss_parallel": (loss.to_local().item(), counts)}
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """One rank's loss and its collectives ({op: calls in forward and backward}), yours and
+    loss_parallel's."""
+
+    yours: tuple
+    loss_parallel: tuple

@@ -7,15 +7,14 @@ the bytes sent do not grow with the vocabulary. No vocabulary-parallel loss is i
 
 from __future__ import annotations
 
-from course_lib.dist import run_ranks
-from course_lib.grading.attempt.judge_runner import runs_until_failure
-from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.attempt.judge_runner import failures, run_answer, runs_until_failure
+from course_lib.grading.attempt.rank_attempt import FailureText, fail_with
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
 
 # The judge's and the ranks' names the hidden checks and tests also read from here (the notebook's module).
 from .judge import gradient_problems, reference, traffic_problems, value_problems  # noqa: F401
-from .ranks import NAME, LossCase, _yours_and_loss_parallel, case_tensors, run_losses  # noqa: F401
+from .ranks import NAME, LossCase, SideBySide, _yours_and_loss_parallel, case_tensors, run_losses  # noqa: F401
 
 # DTensor (parallelize_module, loss_parallel) and the functional collectives it runs on place collectives
 # for you, and their traffic starts in C++ where the traffic recorder does not see it.
@@ -66,5 +65,8 @@ def compare_with_loss_parallel(vocab_parallel_cross_entropy, world_size: int = 2
     import torch.distributed.tensor.parallel  # noqa: F401
 
     student = as_student_function(vocab_parallel_cross_entropy, NAME, refusal=REFUSAL)
-    return run_ranks(_yours_and_loss_parallel, world_size, student, case, VISIBLE_SEED, timeout=60,
-                     plain_results=True)[0]
+    run = run_answer(_yours_and_loss_parallel, world_size, student, case, VISIBLE_SEED, record=SideBySide,
+                     text=FailureText(f"{NAME} beside loss_parallel"), timeout=60, one_per_rank=True)
+    fail_with(failures([run]), f"{NAME} and loss_parallel could not be run side by side")
+    rank_0 = run.records[0]
+    return {"yours": rank_0.yours, "loss_parallel": rank_0.loss_parallel}

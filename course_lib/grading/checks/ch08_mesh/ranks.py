@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import torch.distributed as dist
 
-from course_lib.dist import run_ranks
+from course_lib.grading.attempt.judge_runner import failures, ranks_of, run_answer, runs_until_failure
+from course_lib.grading.attempt.rank_attempt import FailureText, fail_with
 
 RANK_TIMEOUT_S = 60
 
@@ -62,20 +63,44 @@ def _mesh_rank(rank, world_size, meshes, students):
                         "groups": {n: dist.get_process_group_ranks(mesh.get_group(n)) for n in names}}
         args = (shape, names, rank) if placement is None else (shape, names, rank, placement)
         answers = {name: _call(f, args) for name, f in functions.items()}
-        out.append({"torch": torch_answer, "student": answers, "args": args})
+        out.append({"torch": torch_answer, "answers": answers, "args": args})
     return out
 
 
+@dataclass(frozen=True)
+class MeshOutcome:
+    """One rank of one mesh: torch's answer ({"coordinates": ..., "groups": ...}), the arguments the
+    student's functions were called with there, and each one's call ({function name: its CallOutcome's
+    fields}: read it with ``answer``)."""
+
+    torch: dict
+    answers: dict
+    args: tuple
+
+    def answer(self, name: str) -> CallOutcome:
+        """The call of the student's function ``name`` on this rank, as a CallOutcome."""
+        return CallOutcome(**self.answers[name])
+
+
 def run_meshes(meshes_by_world: dict, students=(), timeout: float = RANK_TIMEOUT_S) -> dict:
-    """{mesh: per rank {"torch": ..., "student": {function name: {"value"|"raised"}}, "args": ...}}.
+    """{mesh: per rank its MeshOutcome}; a run that fails or hangs fails the check with its reason.
 
     A mesh is (shape, names) for torch's own layout, or (shape, names, placement, rank tensor). Every
     mesh is built with DeviceMesh on real gloo ranks; students' functions run beside it."""
-    results = {}
-    for world_size, meshes in meshes_by_world.items():
-        specs = [tuple(m) + (None, None) if len(m) == 2 else tuple(m) for m in meshes]
-        per_rank = run_ranks(_mesh_rank, world_size, specs, list(students), timeout=timeout,
-                             plain_results=True)
-        for index, (shape, names, placement, _) in enumerate(specs):
-            results[(tuple(shape), tuple(names), placement)] = [per_rank[r][index] for r in range(world_size)]
+    specs_by_world = {world_size: [tuple(m) + (None, None) if len(m) == 2 else tuple(m) for m in meshes]
+                      for world_size, meshes in meshes_by_world.items()}
+    subject = " and ".join(s.name for s in students) or "torch's DeviceMesh"
+
+    def run_one(world_size: int):
+        specs = specs_by_world[world_size]
+        return run_answer(_mesh_rank, world_size, specs, list(students), record=MeshOutcome,
+                          text=FailureText(subject), timeout=timeout, cases=specs)
+
+    runs = runs_until_failure(run_one, specs_by_world)
+    fail_with(failures(runs), "the ranks failed while building the meshes")
+    results: dict = {}
+    for run in runs:
+        for each in ranks_of(run):
+            shape, names, placement, _ = each.case
+            results.setdefault((tuple(shape), tuple(names), placement), []).append(each.outcome)
     return results

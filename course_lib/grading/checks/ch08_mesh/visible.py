@@ -9,7 +9,6 @@ student's functions run only in child processes, under the exercise's ``Refusal`
 
 from __future__ import annotations
 
-from course_lib.dist import RankFailure, RanksHungError
 from course_lib.grading.attempt.judge_runner import failures, run_answer
 from course_lib.grading.attempt.rank_attempt import FailureText, fail_with
 from course_lib.grading.attempt.refusals import Refusal
@@ -53,7 +52,7 @@ def torch_reference(meshes_by_world: dict) -> dict:
     key = repr(sorted((w, tuple(m)) for w, m in meshes_by_world.items()))
     if key not in _REFERENCE_CACHE:
         runs = run_meshes(meshes_by_world)
-        _REFERENCE_CACHE[key] = {mesh: [r["torch"] for r in ranks] for mesh, ranks in runs.items()}
+        _REFERENCE_CACHE[key] = {mesh: [r.torch for r in ranks] for mesh, ranks in runs.items()}
     return _REFERENCE_CACHE[key]
 
 
@@ -96,18 +95,15 @@ def check_mesh_matches_torch(mesh_coordinates, mesh_groups, meshes_by_world=None
     """Visible test: your two functions, called in each real rank beside init_device_mesh, agree with it."""
     students = [as_student_function(mesh_coordinates, "mesh_coordinates", refusal=REFUSAL),
                 as_student_function(mesh_groups, "mesh_groups", refusal=REFUSAL)]
-    try:
-        runs = run_meshes(meshes_by_world or VISIBLE_MESHES, students)
-    except (RankFailure, RanksHungError) as error:
-        raise AssertionError(f"the ranks failed while building the meshes: {error}") from None
+    runs = run_meshes(meshes_by_world or VISIBLE_MESHES, students)
     problems = []
     for per_rank in runs.values():
         for rank, result in enumerate(per_rank):
             for student, key in zip(students, ("coordinates", "groups"), strict=True):
-                outcome, args = CallOutcome(**result["student"][student.name]), result["args"]
+                outcome, args = result.answer(student.name), result.args
                 if outcome.raised:
                     problems.append(f"on rank {rank}: {student.name}{args} raised {outcome.raised}")
                 else:
-                    compare(f"on rank {rank}: {student.name}", args, outcome.value, result["torch"][key],
+                    compare(f"on rank {rank}: {student.name}", args, outcome.value, result.torch[key],
                             problems)
     fail_with(problems, "on real ranks, your layout and torch's DeviceMesh differ")

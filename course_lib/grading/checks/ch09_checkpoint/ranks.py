@@ -88,6 +88,32 @@ class LoadOutcome:
     raised: str | None = None
 
 
+@dataclass(frozen=True)
+class SaveRecord:
+    """One rank's recorded save: its events ([monotonic ns, kind, path relative to the folder, inode, is a
+    folder] each; kind an os sync call's name, "create" or "rename"), when the save started and returned,
+    and (rank 0; None elsewhere) the folder's listing before and after it (``folder_listing``)."""
+
+    events: list
+    started: int
+    returned: int
+    before: dict | None
+    after: dict | None
+
+
+@dataclass(frozen=True)
+class FileEvent:
+    """One recorded event of a save, on one rank: a sync call (os.fsync, os.fdatasync: of ``inode``; os.sync),
+    a file or folder made, or a rename ("old -> new"), at ``t`` ns on the machine's monotonic clock."""
+
+    t: int
+    kind: str
+    path: str
+    inode: int
+    is_dir: bool
+    rank: int
+
+
 def round_trip_side(rank, world_size, save, load, folder, seed, empty_folder, versions):
     """Load from an empty folder; save each version in turn; load what the folder then holds."""
     save_checkpoint, load_checkpoint = save.resolve(), load.resolve()

@@ -25,8 +25,10 @@ from course_lib.grading.checks.ch09_checkpoint.judge import (
     training_problems,
 )
 from course_lib.grading.checks.ch09_checkpoint.ranks import (
+    FileEvent,
     LoadOutcome,
     RoundTripOutcome,
+    SaveRecord,
     load_side,
     make_state,
     round_trip_side,
@@ -263,7 +265,23 @@ def _preempted_and_resumed(student, job, plan, world_size, new_world_size, refer
     return training_problems(resumed, job, range(first, steps[-1] + 1), losses, weights, on)
 
 
-def sync_record(save, world_size: int, seed: int, timeout: float) -> tuple[dict | None, str | None]:
+@dataclass(frozen=True)
+class RecordedSave:
+    """The second of two saves, recorded on every rank (``sync_record_side``): each rank's SaveRecord, and
+    the folder's listing before and after it (path -> [inode, size, mtime_ns, is a folder])."""
+
+    ranks: dict[int, SaveRecord]
+    before: dict
+    after: dict
+
+    def timeline(self) -> list[FileEvent]:
+        """Every rank's events in the order they happened (one monotonic clock for the machine)."""
+        events = [FileEvent(t, kind, path, inode, is_dir, rank) for rank, side in self.ranks.items()
+                  for t, kind, path, inode, is_dir in side.events]
+        return sorted(events, key=lambda event: (event.t, event.rank))
+
+
+def sync_record(save, world_size: int, seed: int, timeout: float) -> tuple[RecordedSave | None, str | None]:
     """Two saves on ``world_size`` ranks, the second recorded (``sync_record_side``): every rank's sync calls,
     writes and renames with their times, and the folder before and after. Judged by the hidden check."""
     (save,) = students(save_checkpoint=save)
@@ -272,6 +290,7 @@ def sync_record(save, world_size: int, seed: int, timeout: float) -> tuple[dict 
     failure = run_failure(run, f"saving twice on {world_size} ranks, the second save recorded (seed {seed})")
     if failure:
         return None, failure
-    record = {"ranks": {rank: run.values[rank] for rank in range(world_size)}}
-    record["before"], record["after"] = run.values[0]["before"], run.values[0]["after"]
-    return record, None
+    ranks = values_as(run, SaveRecord)
+    return RecordedSave(ranks=dict(sorted(ranks.items())), before=ranks[0].before, after=ranks[0].after), None
+
+

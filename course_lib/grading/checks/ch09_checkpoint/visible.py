@@ -107,10 +107,10 @@ def check_checkpoint_durable(save_checkpoint, world_size: int = 2) -> None:
     order. It judges nothing but that the saves ran: the hidden check judges the order (see the chapter)."""
     record, failure = sync_record(save_checkpoint, world_size, VISIBLE_SEED, VISIBLE_TIMEOUT_S)
     fail_with([failure] if failure else [], "save_checkpoint could not be recorded")
-    events = sorted((t, rank, kind, path, is_dir) for rank, side in record["ranks"].items()
-                    for t, kind, path, _, is_dir in side["events"])
-    start = events[0][0] if events else 0
+    events = record.timeline()
+    start = events[0].t if events else 0
     print(f"save_checkpoint on {world_size} ranks, the second save: its syncs, the files and folders it made "
           "and its renames, in order")
-    for t, rank, kind, path, is_dir in events:
-        print(f"  {(t - start) / 1e6:8.3f} ms  rank {rank}  {kind:9} {path or ''}{'/' if is_dir else ''}")
+    for event in events:
+        print(f"  {(event.t - start) / 1e6:8.3f} ms  rank {event.rank}  {event.kind:9} {event.path or ''}"
+              f"{'/' if event.is_dir else ''}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.dist.sequence_split import layout_positions
+from course_lib.grading.attempt.judge_runner import cases_of, judging, ranks_of
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch10_ring_attention.judge import expected_rows, kv_bytes, work_bound
 from course_lib.grading.checks.ch10_ring_attention.ranks import DTYPES, AttentionCase
@@ -66,13 +67,12 @@ def overlap_drawing(timeline: list, rank: int, n: int) -> str:
     return "\n".join(lines)
 
 
+@judging
 def overlap_problems(run: RankRun) -> list[str]:
     """Every transfer posted before some products and waited on after them (only cases whose rows are
     right count: a wrong ring's overlap is not judged)."""
-    if run.error:
-        return [run.error]
     problems, n = [], run.world_size
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         wants = expected_rows(run, index)
         for rank, (outcome, want) in enumerate(zip(outcomes, wants, strict=True)):
             where = f"rank {rank}, {case.describe(n)}"
@@ -127,12 +127,11 @@ def _grad_problem(case: AttentionCase, got, want: torch.Tensor) -> str | None:
     return None if error <= tolerance else f"largest difference {error:.3g} (allowed {tolerance:g})"
 
 
+@judging
 def grad_problems(run: RankRun, names: tuple[str, ...]) -> list[str]:
     """The named gradients of each rank against autograd's, case by case."""
-    if run.error:
-        return [run.error]
     problems = []
-    for index, (case, outcomes) in enumerate(zip(run.cases, run.outcomes, strict=True)):
+    for index, case, outcomes in cases_of(run):
         for rank, (outcome, wants) in enumerate(zip(outcomes, expected_grads(run, index), strict=True)):
             where = f"rank {rank}, {case.describe(run.world_size)}"
             if len(outcome.grads) != 3:
@@ -152,51 +151,49 @@ def backward_bytes(case: AttentionCase, n: int) -> int:
     return (2 * n - 1) * kv_bytes(case) if n > 1 else 0
 
 
+@judging
 def backward_traffic_problems(run: RankRun) -> list[str]:
     """To ring neighbours only, exactly (2N-1) chunks of K and V's size per rank, no collective."""
-    if run.error:
-        return [run.error]
     problems, n = [], run.world_size
-    for case, outcomes in zip(run.cases, run.outcomes, strict=True):
-        for rank, outcome in enumerate(outcomes):
-            where = f"rank {rank}, {case.describe(n)}"
-            if outcome.dispatched:
-                problems.append(f"{where}: ran {', '.join(sorted(set(outcome.dispatched)))}: the backward "
-                                "passes its blocks and gradients with send/recv/isend/irecv only")
-            sends = [(peer, nbytes) for op, peer, nbytes in outcome.events if op in SENDS]
-            receives = {peer for op, peer, _ in outcome.events if op in RECEIVES}
-            peers = {peer for peer, _ in sends}
-            right, left = (rank + 1) % n, (rank - 1) % n
-            if n > 1 and not (peers | receives) <= {right, left}:
-                problems.append(f"{where}: sent to {sorted(peers)} and received from {sorted(receives)}; "
-                                f"a ring talks to its neighbours {left} and {right} only")
-            sent, want = sum(nbytes for _, nbytes in sends), backward_bytes(case, n)
-            if not want <= sent <= want + 2 * n * (8 * case.chunk + 64):
-                problems.append(f"{where}: sent {sent} bytes; a ring backward sends {want}: K and V on to "
-                                f"the next rank N-1 = {n - 1} times, and their gradients N = {n} times "
-                                "(round the ring with their blocks and one step home), never anything else")
+    for each in ranks_of(run):
+        case, rank, outcome = each.case, each.rank, each.outcome
+        where = f"rank {rank}, {case.describe(n)}"
+        if outcome.dispatched:
+            problems.append(f"{where}: ran {', '.join(sorted(set(outcome.dispatched)))}: the backward "
+                            "passes its blocks and gradients with send/recv/isend/irecv only")
+        sends = [(peer, nbytes) for op, peer, nbytes in outcome.events if op in SENDS]
+        receives = {peer for op, peer, _ in outcome.events if op in RECEIVES}
+        peers = {peer for peer, _ in sends}
+        right, left = (rank + 1) % n, (rank - 1) % n
+        if n > 1 and not (peers | receives) <= {right, left}:
+            problems.append(f"{where}: sent to {sorted(peers)} and received from {sorted(receives)}; "
+                            f"a ring talks to its neighbours {left} and {right} only")
+        sent, want = sum(nbytes for _, nbytes in sends), backward_bytes(case, n)
+        if not want <= sent <= want + 2 * n * (8 * case.chunk + 64):
+            problems.append(f"{where}: sent {sent} bytes; a ring backward sends {want}: K and V on to "
+                            f"the next rank N-1 = {n - 1} times, and their gradients N = {n} times "
+                            "(round the ring with their blocks and one step home), never anything else")
     return problems
 
 
+@judging
 def backward_work_problems(run: RankRun) -> list[str]:
     """Where the gradients are right: no rank computes more products than five per block the mask leaves
     (scores from the saved log-sum-exp, dV, dP, dQ, dK)."""
-    if run.error:
-        return [run.error]
     problems, n = [], run.world_size
     wrong = {p.split(":")[0] for p in grad_problems(run, NAMES)}
-    for case, outcomes in zip(run.cases, run.outcomes, strict=True):
-        for rank, outcome in enumerate(outcomes):
-            where = f"rank {rank}, {case.describe(n)}"
-            if where in wrong:
-                problems.append(f"{where}: its gradients are wrong, so its work does not count")
-                continue
-            bound = BACKWARD_PRODUCTS * (work_bound(case, rank, n) if case.causal
-                                         else 1.05 * n * 4 * case.batch * case.heads * case.chunk ** 2
-                                         * case.head_dim)
-            if outcome.flops > bound:
-                problems.append(f"{where}: computed {outcome.flops} FLOPs of products, more than the "
-                                f"{int(bound / 1.05)} of five products per block the mask leaves: recompute "
-                                "each block's probabilities from the saved log-sum-exp, not the softmax "
-                                "statistics again")
+    for each in ranks_of(run):
+        case, rank, outcome = each.case, each.rank, each.outcome
+        where = f"rank {rank}, {case.describe(n)}"
+        if where in wrong:
+            problems.append(f"{where}: its gradients are wrong, so its work does not count")
+            continue
+        bound = BACKWARD_PRODUCTS * (work_bound(case, rank, n) if case.causal
+                                     else 1.05 * n * 4 * case.batch * case.heads * case.chunk ** 2
+                                     * case.head_dim)
+        if outcome.flops > bound:
+            problems.append(f"{where}: computed {outcome.flops} FLOPs of products, more than the "
+                            f"{int(bound / 1.05)} of five products per block the mask leaves: recompute "
+                            "each block's probabilities from the saved log-sum-exp, not the softmax "
+                            "statistics again")
     return problems

@@ -16,7 +16,8 @@ from course_lib.dist import record_traffic
 from course_lib.dist.compute_log import _FLOPS, _elementwise, record_compute, warm_up
 from course_lib.dist.errors import ForbiddenCallError
 from course_lib.dist.sequence_split import layout_positions
-from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, run_on_ranks
+from course_lib.grading.attempt.judge_runner import run_answer
+from course_lib.grading.attempt.rank_attempt import FailureText, RankRun
 from course_lib.grading.checks.ch10_ring_attention.ranks import (
     DTYPES,
     FORBIDDEN,
@@ -138,9 +139,8 @@ class BackwardOutcome:
 def _run(rank_fn, record, student, world_size, cases, seed, timeout) -> RankRun:
     text = FailureText(student.name, hung=HUNG_TEXT, forbidden=FORBIDDEN_TEXT, frames=_student_frames)
     warm_up()
-    run = run_on_ranks(rank_fn, world_size, student, list(cases), seed, text=text, timeout=timeout,
-                       cases=cases, seed=seed)
-    return run.as_records(record, student.name)
+    return run_answer(rank_fn, world_size, student, list(cases), seed, record=record, text=text,
+                      timeout=timeout, cases=cases, seed=seed)
 
 
 def run_forward(student, world_size: int, cases, seed: int, timeout: float) -> RankRun:
