@@ -27,5 +27,6 @@ EXERCISES = (
     "ch10_ring_attention",
     "ch10_ring_backward",
     "ch11_expert_parallel",
+    "ch11_deepseek_moe",
 )
 CHECKS = ExerciseRegistry(EXERCISES)

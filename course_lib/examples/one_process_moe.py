@@ -32,3 +32,18 @@ def gate_matrix(logits: torch.Tensor, k: int, offsets: list, capacity_factor: fl
 def dense_moe(tokens: torch.Tensor, gates: torch.Tensor, experts) -> torch.Tensor:
     """sum over experts e of gates[:, e] * expert_e(tokens): the MoE layer's output for every token."""
     return sum(gates[:, e:e + 1] * expert(tokens) for e, expert in enumerate(experts))
+
+
+def biased_top_k(logits: torch.Tensor, bias: torch.Tensor, k: int) -> torch.Tensor:
+    """(tokens, k): each token's experts in DeepSeek-V3's routing, the k largest sigmoid(logits) + bias
+    (arXiv:2412.19437, section 2.1.2, equation (16)): the bias chooses, and does nothing else."""
+    return (torch.sigmoid(logits) + bias).topk(k, dim=-1).indices
+
+
+def sigmoid_gate_matrix(logits: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    """(tokens, experts): DeepSeek-V3's gates (section 2.1.2, equations (13) to (15)): the affinities
+    s = sigmoid(logits) of each token's ``chosen`` experts, without the bias, divided by their sum; zero
+    elsewhere."""
+    scores = torch.sigmoid(logits)
+    picked = scores.gather(1, chosen)
+    return torch.zeros_like(scores).scatter(1, chosen, picked / picked.sum(-1, keepdim=True))

@@ -206,3 +206,17 @@ def test_the_leaning_router_prints_issue_39s_prediction_line_and_its_lanes_when_
     # through course_lib.dist.predictions, the layer's span less its all-to-alls counted as compute
     assert ('compare_timelines("11", "leaning-router MoE layer", real[3.0], simulated[3.0], '
             'overlap="transfer")') in code and "leaning.report()" in code
+
+
+def test_the_deepseek_part_cites_the_reports_equations_and_its_shared_expert_counts():
+    # section 5.2: "one shared and 256 routed experts, k = 8, section 4.2", equations (12) to (16) of
+    # section 2.1.2 (the shared expert in (12), the normalisation (13), the top k (14), the sigmoid (15),
+    # the bias only choosing (16)); the sequence-wise loss named, not graded
+    prose = " ".join(_prose().split())
+    ds = sim.DEEPSEEK_V3
+    assert (ds.shared_experts, ds.experts, ds.active_experts) == (1, 256, 8)
+    assert "one shared and 256 routed experts, $k$ = 8, section 4.2" in prose
+    assert "section 2.1.2, equations (12) to (16)" in prose
+    for equation in ("(equation (15);", "(equation (16))", "(equations (13) and (14))", "(equation (12),"):
+        assert equation in prose, equation
+    assert '"Complementary Sequence-Wise Auxiliary Loss"' in prose and "not part of this exercise" in prose
