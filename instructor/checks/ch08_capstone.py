@@ -8,11 +8,14 @@ Test cells of solutions/08_nd_parallelism/08_nd_parallelism.ipynb, their points,
   test_capstone_loss       4    check_capstone_loss_hidden(capstone_groups, build_stage, capstone_step)
   test_layout_fits         2    check_layout_fits_hidden(capstone_layout)
   test_layout_fast         3    check_layout_fast_hidden(capstone_layout)
+  test_tied_weight         3    check_tied_weight_hidden(tied_step)
 
 The expected groups are enumerated here (ch08_mesh.enumerate_layout), never in course_lib. The loss runs on
 an asymmetric mesh (4 data-parallel replicas, 2 stages, no tensor parallelism) whose data follows torch's
 own mesh, so tensor- and data-parallel groups swapped fail. The layout is judged on other jobs: smaller
-nodes, a model that fits with data parallelism alone, a 128K vocabulary. Student code runs only in
+nodes, a model that fits with data parallelism alone, a 128K vocabulary. The tied weight runs on a mesh with
+tensor parallelism and no data parallelism, the pipeline innermost (a rank's copies 3 ranks apart, its
+tensor-parallel partner 4 apart), on weights and data drawn from a seed chosen now. Student code runs only in
 children, under the capstone's Refusal. The expected points of known-wrong submissions:
 autograde_tests/fixtures/capstone/expected_scores.json.
 """
@@ -23,6 +26,7 @@ import math
 
 from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.checks.ch08_capstone.layout import VISIBLE_JOBS, check_layout_fast, check_layout_fits
+from course_lib.grading.checks.ch08_capstone.tied import check_tied_weight
 from course_lib.grading.checks.ch08_capstone.visible import (
     PIECE_OF_DIMENSION,
     REFUSAL,
@@ -38,6 +42,7 @@ HIDDEN_MESHES = [((2, 2, 2), ("dp", "tp", "pp")), ((2, 2, 2), ("pp", "tp", "dp")
                  ((4, 1, 2), ("dp", "pp", "tp")), ((1, 1, 1), ("pp", "dp", "tp")),
                  ((3, 2, 2), ("tp", "dp", "pp"))]
 LOSS_MESH = ((2, 4, 1), ("pp", "dp", "tp"))
+TIED_MESH = ((2, 1, 4), ("tp", "dp", "pp"))
 # (layers, hidden, heads, seq_len, vocab, nodes, gpus_per_node, global_batch), beside the visible two
 HIDDEN_JOBS = VISIBLE_JOBS + ((32, 4096, 32, 4096, 32000, 4, 4, 64), (24, 2048, 16, 2048, 32000, 4, 4, 64),
                               (48, 6144, 48, 4096, 50000, 2, 8, 64), (80, 8192, 64, 8192, 128256, 8, 8, 128))
@@ -83,11 +88,20 @@ def check_layout_fast_hidden(capstone_layout) -> None:
     check_layout_fast(capstone_layout, jobs=HIDDEN_JOBS)
 
 
+def check_tied_weight_hidden(tied_step) -> None:
+    """3 steps on TIED_MESH (TP 2, DP 1, PP 4, the pipeline innermost), weights and data from a fresh seed."""
+    seed = fresh_seed(2)
+    try:
+        check_tied_weight(tied_step, mesh=TIED_MESH, steps=3, seed=seed)
+    except AssertionError as error:
+        raise AssertionError(f"(seed {seed}) {error}") from None
+
+
 POINTS = {"test_capstone_groups": 2, "test_build_stage": 2, "test_capstone_loss": 4, "test_layout_fits": 2,
-          "test_layout_fast": 3}
+          "test_layout_fast": 3, "test_tied_weight": 3}
 EXERCISE = Exercise(
     "ch08_capstone", "08_nd_parallelism",
-    answers=("capstone_groups", "build_stage", "capstone_step", "capstone_layout"),
+    answers=("capstone_groups", "build_stage", "capstone_step", "capstone_layout", "tied_step"),
     points=POINTS, fixtures="capstone", refusals=(REFUSAL,))
 # grade_id -> (its hidden check, the answers the check is given): the rows instructor/registry.py collects
 ROWS = {
@@ -96,4 +110,5 @@ ROWS = {
     "test_capstone_loss": (check_capstone_loss_hidden, ("capstone_groups", "build_stage", "capstone_step")),
     "test_layout_fits": (check_layout_fits_hidden, ("capstone_layout",)),
     "test_layout_fast": (check_layout_fast_hidden, ("capstone_layout",)),
+    "test_tied_weight": (check_tied_weight_hidden, ("tied_step",)),
 }

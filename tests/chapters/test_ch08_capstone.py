@@ -15,7 +15,7 @@ from course_lib.capstone.two_d import one_process_losses, run_your_pieces_2d
 from course_lib.grading import instructor_checks
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.autograder.fixtures import load_py_fixture, solution_sources
-from course_lib.grading.checks.ch08_capstone import layout, visible
+from course_lib.grading.checks.ch08_capstone import layout, tied, visible
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CH08 = REPO / "solutions" / "08_nd_parallelism" / "08_nd_parallelism.ipynb"
@@ -30,7 +30,8 @@ CELLS = {"test_capstone_groups": (("capstone_groups",), visible.check_capstone_g
          "test_layout_fits": (("capstone_layout",), layout.check_layout_fits,
                               hidden.check_layout_fits_hidden),
          "test_layout_fast": (("capstone_layout",), layout.check_layout_fast,
-                              hidden.check_layout_fast_hidden)}
+                              hidden.check_layout_fast_hidden),
+         "test_tied_weight": (("tied_step",), tied.check_tied_weight, hidden.check_tied_weight_hidden)}
 CHECKED_HERE = sorted(set(EXPECTED["fixtures"]) - set(EXPECTED["graded_through_nbgrader"]))
 
 

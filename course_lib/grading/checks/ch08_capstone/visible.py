@@ -18,10 +18,11 @@ from course_lib.grading.checks.ch08_capstone.judge import stage_problems
 from course_lib.grading.checks.ch08_capstone.ranks import StageOutcome, stage_side
 from course_lib.grading.checks.ch08_mesh.visible import judge_calls, student_answers, torch_reference
 
-# The capstone hands the answer its groups (capstone/groups.py) and its pieces (capstone/run.py, played by
-# the student's own chapter 03/05/06 answers or PyTorch's stand-ins): those it may run; nothing else.
+# The capstone hands the answer its groups (capstone/groups.py), its pieces (capstone/run.py, played by
+# the student's own chapter 03/05/06 answers or PyTorch's stand-ins) and the tied weight's stage and recording
+# all-reduce (capstone/tied.py): those it may run; nothing else.
 REFUSAL = Refusal("your capstone", allowed=("capstone/groups.py", "capstone/run.py", "capstone/standins.py",
-                                            "capstone/loader.py"),
+                                            "capstone/loader.py", "capstone/tied.py"),
                   why="the capstone composes your own pieces")
 
 PIECE_OF_DIMENSION = {"tp": "tensor_parallel", "dp": "data_parallel", "pp": "pipeline"}
