@@ -110,7 +110,7 @@ def test_section_7_says_what_nccls_tuning_model_changes_and_that_the_bucket_cap_
 # prose says plainly that small messages are where the model misses, and why: a floor every call pays.
 def test_the_prediction_cells_say_where_the_model_misses_small_messages():
     cells = _cells()
-    measuring, reading = cells["predict-measure"], cells["predict-measure-read"]
+    measuring, reading = cells["predict-measure"], " ".join(cells["predict-measure-read"].split())
     assert "segments_in_flight=2" in measuring
     assert '"  measured / predicted:"' in measuring and "small messages (up to" in measuring
     assert "measure_all_reduce(world_size, [4, PREDICTED_SIZES[0]])" in measuring
