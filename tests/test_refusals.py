@@ -157,11 +157,11 @@ def _rank_uses_ddp_itself(rank, world_size, student):
 
 def test_course_code_the_answer_may_use_acts_for_its_caller():
     """A visible check's helper is the student's to call, but what it runs for them is theirs too: the
-    reference formula it takes from the simulator stays refused (visible checks never bless a call)."""
+    formula it takes from the simulator stays refused (visible checks never bless a call)."""
     source = ("import sys\n"
               "def answer(s, m):\n"
               "    checks = sys.modules['course_lib.grading.checks.ch02_prediction.judge']\n"
-              "    return checks.reference_time(4096, s, 5e-5, 1e9)\n")
+              "    return checks.one_in_flight_time(4096, s, 5e-5, 1e9, 2**20)\n")
     assert "from course_lib" in _refused(source)
 
 

@@ -19,17 +19,20 @@ HONEST = """def predict_gloo_all_reduce(nbytes, world_size, latency, bandwidth, 
         return 0.0
     segments = max(ceil(nbytes / segment_bytes), 2 * world_size)
     segments = ceil(segments / world_size) * world_size
-    return 2 * segments // world_size * (world_size - 1) * (latency + nbytes / segments / bandwidth)
+    messages = segments // world_size * (world_size - 1)
+    one = latency + nbytes / segments / bandwidth
+    first = min(messages, 2)
+    return 2 * (first * one + (messages - first) * max(nbytes / segments / bandwidth, one / 2))
 """
 AT_CALL = """from course_lib.sim import Link, collective_time
 def predict_gloo_all_reduce(nbytes, world_size, latency, bandwidth, segment_bytes=2**20):
     return collective_time("all_reduce", nbytes, world_size, Link(latency, bandwidth), "ring",
-                           segment_bytes=segment_bytes, in_flight=1)
+                           segment_bytes=segment_bytes, in_flight=2)
 """
 AT_DEFINITION = """import sys
 _SIM = sys.modules["course_lib.sim"]
 _TABLE = {n: _SIM.collective_time("all_reduce", 4096, n, _SIM.Link(50e-6, 1e9), "ring", segment_bytes=2**20,
-                                  in_flight=1) for n in (1, 2)}
+                                  in_flight=2) for n in (1, 2)}
 def predict_gloo_all_reduce(nbytes, world_size, latency, bandwidth, segment_bytes=2**20):
     return _TABLE[world_size]
 """

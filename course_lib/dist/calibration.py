@@ -151,7 +151,7 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITI
 
     ``measurements`` (a dict from ``measure``) skips the measuring. ``segments_in_flight`` (1 or 2)
     fits the all-reduce with that model of gloo's ring instead of the better-fitting one: the model
-    you will predict with (chapter 02's formula sends one segment at a time).
+    you will predict with (chapter 02 predicts with two, as gloo keeps them).
     """
     if world_size < 2:
         raise ValueError("calibrate needs at least 2 ranks to measure a link; use world_size=2 or more")

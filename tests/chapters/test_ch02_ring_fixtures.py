@@ -115,6 +115,9 @@ def test_each_wrong_ring_loses_exactly_its_points(fixture):
     if fixture == "uses_all_reduce":
         assert "import course_lib.sim" in messages["test_predict_gloo_own_formula"]
         assert "refuses" in messages["test_predict_gloo_all_reduce"]
+    if fixture == "one_segment_in_flight":   # the old reference answer, each segment waiting for the last
+        for cell in ("test_predict_gloo_all_reduce", "test_predict_gloo_own_formula"):
+            assert "one segment in flight" in messages[cell], messages[cell]
     if fixture == "reads_course_schedule":
         for cell in ("test_ring_reduce_scatter", "test_ring_all_gather", "test_ring_all_reduce_values"):
             assert "refuses" in messages[cell] and "course_lib" in messages[cell], messages[cell]
