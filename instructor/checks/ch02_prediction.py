@@ -55,11 +55,17 @@ def _compare(got, case: tuple, where: str) -> None:
     compare_prediction(got, case, expected_time(*case), where)
 
 
-# Always tried: an empty buffer, a tiny one, a segment count that must be rounded up to whole chunks, and
-# the notebook's largest size on 3 and 2 ranks over a link like the one calibrate() fits on a laptop
-# (where the segments in flight change the answer).
+# Always tried: an empty buffer, a tiny one, a segment count that must be rounded up to whole chunks (once
+# where bandwidth bounds each segment and once where latency does: with segments in flight, a bandwidth-
+# bound phase costs the same whatever the segment count, so only the latency-bound case shows a count not
+# rounded up), and the notebook's largest size on 3 and 2 ranks over a link like the one calibrate() fits
+# on a laptop (where the segments in flight change the answer).
 FIXED_CASES = [(0, 5, 3e-5, 2e9, 1 << 20), (100, 7, 1e-5, 1e10, 1 << 20), (7 << 20, 3, 1e-5, 1e9, 1 << 20),
-               (4 << 20, 3, 1e-4, 2e9, 1 << 20), (16 << 20, 2, 1e-4, 2e9, 1 << 20)]
+               (7 << 16, 3, 1e-3, 1e9, 1 << 16), (4 << 20, 3, 1e-4, 2e9, 1 << 20),
+               (16 << 20, 2, 1e-4, 2e9, 1 << 20)]
+# The same far beyond a measurement, each segment latency-bound: 2,501 segments of 256 KiB on 1,000 ranks,
+# rounded up to 3,000; and 2 MB on 1,000 ranks, a chunk far below one segment, still cut in two segments.
+FIXED_FAR_CASES = [(2500 * (1 << 18) + 1, 1000, 1e-4, 1e11, 1 << 18), (2_000_000, 1000, 1e-4, 1e11, 1 << 20)]
 
 
 def _cases(rng: random.Random) -> list[tuple]:
@@ -85,7 +91,7 @@ def check_predict_hidden(predict) -> None:
 def _far_cases(rng: random.Random) -> list[tuple]:
     """Clusters far beyond a measurement: thousands of ranks, odd segment sizes, buffers of hundreds of GB
     and buffers whose chunk per rank is smaller than one segment."""
-    cases = []
+    cases = list(FIXED_FAR_CASES)
     for big in (True, False) * 3:
         ranks = rng.choice([64, 512, 1000, 4096])
         segment = rng.choice([1 << 18, 1 << 20, 3_000_001, 16 << 20])

@@ -92,6 +92,35 @@ def test_the_hidden_cases_catch_one_segment_in_flight():
     assert all(not math.isclose(ch02_prediction.expected_time(*c), one_in_flight_time(*c)) for c in far)
 
 
+def _with_segments(count):
+    """The right model with another segment count, as a student might count them."""
+    def predict(nbytes, world_size, latency, bandwidth, segment_bytes=2**20):
+        n = world_size
+        if n == 1:
+            return 0.0
+        segments = count(nbytes, n, segment_bytes)
+        messages = segments * (n - 1) / n
+        transfer = nbytes / segments / bandwidth
+        first = min(messages, 2)
+        later = (messages - first) * max(transfer, (latency + transfer) / 2)
+        return 2 * (first * (latency + transfer) + later)
+    return predict
+
+
+@pytest.mark.parametrize("count", [
+    lambda nbytes, n, segment: max(math.ceil(nbytes / segment), 2 * n),              # not whole chunks
+    lambda nbytes, n, segment: math.ceil(max(math.ceil(nbytes / segment), n) / n) * n,  # one a chunk
+], ids=["not_rounded_to_whole_chunks", "one_segment_a_chunk"])
+def test_the_fixed_cases_alone_catch_a_wrong_segment_count(count):
+    """With two segments in flight a bandwidth-bound phase costs the same whatever the count, so a wrong
+    count shows only where latency bounds the segments: the fixed cases hold such a case, near and far, and
+    a wrong count never depends on the draw (fixtures sends_whole_tensor and off_by_one_chunk)."""
+    wrong = _with_segments(count)
+    for fixed in (ch02_prediction.FIXED_CASES, ch02_prediction.FIXED_FAR_CASES):
+        assert any(not math.isclose(wrong(*case), ch02_prediction.expected_time(*case), rel_tol=1e-9)
+                   for case in fixed), fixed
+
+
 def test_torch_runs_gloos_default_algorithm_for_a_cpu_all_reduce():
     """The prose: ProcessGroupGloo's AsyncAllreduceWork calls gloo::allreduce without choosing an
     algorithm, so gloo runs ring() (gloo/allreduce.cc: UNSPECIFIED and RING both call ring()); it queues
