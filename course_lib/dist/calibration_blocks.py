@@ -40,7 +40,9 @@ STREAM_FLOATS, STREAMS_PER_TIMING = 1 << 23, 2
 # epoch's it predicts:
 CROWDED_FACTOR, CROWDED_STEPS = 2, 48
 # A rank that gets at least this share of the wall clock on a CPU while all spin together runs at once
-# with the others; the share is measured over CPU_SHARE_SPIN_SECONDS of spinning.
+# with the others; the share is measured over CPU_SHARE_SPIN_SECONDS of spinning. The threshold is the
+# course's assumption, not a measured or published figure: a rank with a core to itself gets a share near
+# 1, two ranks on one core about 0.5 each, and 0.75 is the midpoint between the two.
 RANKS_AT_ONCE_SHARE, CPU_SHARE_SPIN_SECONDS = 0.75, 0.02
 
 
