@@ -21,9 +21,10 @@ KIT_FILES = ROOT / "tools" / "kit"              # the student Makefile, README a
 ROOT_FILES = ("pyproject.toml", "environment.yml", "conftest.py")
 SHIPPED_TOOLS = ("tools/check_notebooks.py", "tools/torch_index.py")
 TEST_FOLDERS = ("tests/sim", "tests/dist", "tests/viz", "tests/examples", "tests/chapters")
-# A test naming any of these needs what a student lacks (a path built as ROOT / "solutions" / ... too).
+# A test naming any of these needs what a student lacks (a path built as ROOT / "solutions" / ... too;
+# instructor_checks( loads the hidden checks, which the kit leaves out).
 INSTRUCTOR_WORDS = ("autograde_tests", "instructor/", "solutions/", '"solutions"', '"instructor"',
-                    "BEGIN SOLUTION", "HIDDEN TESTS")
+                    "BEGIN SOLUTION", "HIDDEN TESTS", "instructor_checks(")
 INSTRUCTOR_FOLDERS = ("solutions", "instructor", "autograde_tests", "grading")
 STUDENT_GRADING = ("checks", "attempt")   # the folders of course_lib.grading a student's notebooks run
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")

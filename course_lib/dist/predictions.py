@@ -21,7 +21,6 @@ from course_lib.sim import (
     MLPSpec,
     Timeline,
     make_cluster,
-    preset_from_measurements,
     ring_attention_timeline,
     simulate_training_step,
 )
@@ -29,8 +28,6 @@ from course_lib.sim.cluster.laptop import (
     WITHIN,
     breakdown_lines,
     compute_slowdown,
-    fed_back_link,
-    fit_line,
     laptop_preset,
     prediction_line,
     python_all_reduce_time,
@@ -43,8 +40,8 @@ from .ddp_step import ddp_training
 from .runner import run_ranks
 from .timing_harness import interleaved_lanes, measure_all_reduce
 
-__all__ = ["Comparison", "compare_all_reduce", "compare_ddp_step", "compare_epochs", "compare_fed_back",
-           "compare_timelines", "fed_back_cluster", "predict_python_all_reduce", "predict_ring_attention"]
+__all__ = ["Comparison", "compare_all_reduce", "compare_ddp_step", "compare_epochs", "compare_timelines",
+           "predict_python_all_reduce", "predict_ring_attention"]
 
 
 @dataclass
@@ -243,38 +240,6 @@ def _epoch_detail(label, measured: float, predicted: float, measured_talk: float
     return (f"{line}; all-reduces measured {measured_talk * 1e3:.3g} ms, predicted "
             f"{predicted_talk * 1e3:.3g} ms (ratio {measured_talk / predicted_talk:.2f}); the rest measured "
             f"{rest * 1e3:.3g} ms, predicted {predicted_rest * 1e3:.3g} ms")
-
-
-# -- bus bandwidth fed back (chapter 09) ---------------------------------------------------------------
-
-def fed_back_cluster(fit_sizes, fit_times, world_size: int):
-    """The simulated cluster of ``world_size`` ranks whose all-reduce is the line fitted (``fit_line``)
-    through the measured all-reduces: the measured machine, as chapter 09 builds it."""
-    link = fed_back_link(*fit_line(fit_sizes, fit_times))
-    unused = dict(flops=1.0, memory_bytes=1.0)       # a preset needs them; a collective never reads them
-    preset = preset_from_measurements(**unused, intra_latency=link.latency, intra_bandwidth=link.bandwidth,
-                                      name="this machine, fitted")
-    return make_cluster(nodes=1, gpus_per_node=world_size, preset=preset)
-
-
-def compare_fed_back(chapter: str, cluster, world_size: int, sizes, control: tuple[int, float],
-                     repetitions: int = 7) -> Comparison:
-    """All-reduces of ``sizes`` (larger than any fitted) predicted by the fed-back ``cluster`` and then
-    measured, with a control: ``control`` = (a fitted size, its time in the fit), measured again in
-    the same run, whose ratio (the drift) says how much busier the machine got since the fit. The
-    comparison is of the sizes summed; ``.ratios`` holds each size's, ``.drift`` the control's."""
-    predicted = [cluster.collective_time("all_reduce", n, range(world_size)) for n in sizes]
-    again, *measured = measure_all_reduce(world_size, [control[0], *sizes], repetitions=repetitions)
-    what = f"all-reduce fed back from bus bandwidth, {world_size} ranks, {len(sizes)} sizes summed"
-    comparison = Comparison(chapter, what, sum(measured), sum(predicted))
-    comparison.measured_each, comparison.predicted_each = measured, predicted
-    comparison.ratios = [m / p for m, p in zip(measured, predicted, strict=True)]
-    comparison.drift = again / control[1]
-    comparison.details = [f"{n:>10,d} B: measured {m * 1e3:.3g} ms, predicted {p * 1e3:.3g} ms "
-                          f"(ratio {m / p:.2f})" for n, m, p in zip(sizes, measured, predicted, strict=True)]
-    comparison.details.append(f"control, {control[0]:,d} B again: {again * 1e3:.3g} ms, "
-                              f"{comparison.drift:.2f}x its time in the fit (the load since the fit)")
-    return comparison
 
 
 # -- a recorded run against a simulated timeline (chapters 10 and 11) -----------------------------------

@@ -1,7 +1,7 @@
 """The student-facing side of chapter 02's prediction checks: is the answer a number, and the message
 naming the case, with the two known mistakes named when that is what came. The expected time itself is
-the hidden check's (instructor/checks/ch02_prediction.py); the visible check holds only its values on the
-visible cases.
+the hidden check's (the instructor's ch02_prediction checks, which a student does not have); the visible
+check holds only its values on the visible cases.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Visible checks of chapter 02's prediction exercise: gloo's all-reduce time from the alpha-beta model.
 
 The visible cases carry their expected seconds as numbers: the formula that gives them is the hidden
-check's (instructor/checks/ch02_prediction.py), and tests/chapters/test_ch02_prediction_checks.py holds
-these numbers to it.
+check's (the instructor's ch02_prediction checks, which a student does not have), and the course's
+tests/chapters/test_ch02_prediction_checks.py holds these numbers to it.
 """
 
 from __future__ import annotations
