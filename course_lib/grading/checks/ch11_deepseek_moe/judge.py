@@ -21,6 +21,7 @@ from course_lib.grading.checks.ch11_expert_parallel.judge import (
     _compare,
     _matrix,
     _row_bytes,
+    dispatch_mismatch,
     judging,
     one_thread,
 )
@@ -110,18 +111,10 @@ def routed_rows(case: DeepSeekCase, seed: int) -> tuple[list, list]:
 
 
 def _dispatch_problem(case: DeepSeekCase, seed: int, where: str, sent: list) -> list[str]:
-    """Each (source, destination): at least a row per routed token, at most one per routed pair."""
     pairs, tokens = routed_rows(case, seed)
-    row, n = _row_bytes(case), case.world_size
-    if all(tokens[r][j] * row <= sent[r][j] <= pairs[r][j] * row and sent[r][j] % row == 0
-           for r in range(n) for j in range(n)):
-        return []
-    expected = [[f"{t * row}" if t == p else f"{t * row}-{p * row}" for t, p in zip(ts, ps, strict=True)]
-                for ts, ps in zip(tokens, pairs, strict=True)]
-    return [f"{where}: the tokens' all-to-all does not send each rank the rows routed to its experts (every "
-            "(token, routed expert) pair reaches its expert, at most one row per pair, at least one per "
-            "token; the shared expert's rows never travel):\n"
-            + _matrix("    recorded bytes", sent) + "\n" + _matrix("    expected bytes", expected)]
+    return dispatch_mismatch(pairs, tokens, _row_bytes(case), sent, where,
+                             "every (token, routed expert) pair reaches its expert, at most one row per "
+                             "pair, at least one per token; the shared expert's rows never travel")
 
 
 def _pattern_problems(case: DeepSeekCase, seed: int, outcomes: tuple) -> list[str]:

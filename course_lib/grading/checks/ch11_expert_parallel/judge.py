@@ -194,18 +194,25 @@ def _calls_problem(where: str, outcomes: list) -> str | None:
     return None
 
 
-def _dispatch_problem(case: MoECase, seed: int, where: str, sent: list) -> list[str]:
-    """Each (source, destination): at least a row per routed token, at most one per routed pair."""
-    pairs, tokens = routed_rows(case, seed)
-    row, n = _row_bytes(case), case.world_size
+def dispatch_mismatch(pairs: list, tokens: list, row: int, sent: list, where: str, rule: str) -> list[str]:
+    """Each (source, destination): at least a row per routed token, at most one per routed pair; where
+    not, the recorded bytes beside the expected ones, ``rule`` saying what the dispatch must send
+    (chapter 11's two exercises share it)."""
+    n = len(pairs)
     if all(tokens[r][j] * row <= sent[r][j] <= pairs[r][j] * row and sent[r][j] % row == 0
            for r in range(n) for j in range(n)):
         return []
     expected = [[f"{t * row}" if t == p else f"{t * row}-{p * row}" for t, p in zip(ts, ps, strict=True)]
                 for ts, ps in zip(tokens, pairs, strict=True)]
-    return [f"{where}: the tokens' all-to-all does not send each rank the rows routed to its experts (at "
-            "most one per (token, expert) pair, at least one per token):\n"
-            + _matrix("    recorded bytes", sent) + "\n" + _matrix("    expected bytes", expected)]
+    return [f"{where}: the tokens' all-to-all does not send each rank the rows routed to its experts "
+            f"({rule}):\n" + _matrix("    recorded bytes", sent) + "\n"
+            + _matrix("    expected bytes", expected)]
+
+
+def _dispatch_problem(case: MoECase, seed: int, where: str, sent: list) -> list[str]:
+    pairs, tokens = routed_rows(case, seed)
+    return dispatch_mismatch(pairs, tokens, _row_bytes(case), sent, where,
+                             "at most one per (token, expert) pair, at least one per token")
 
 
 def _pattern_problems(case: MoECase, seed: int, outcomes: list) -> list[str]:
