@@ -1,4 +1,9 @@
-"""`make grade-demo`'s command end to end: the generated class of four is graded, fed back and exported."""
+"""`make grade-demo`'s command end to end: the generated class of four is graded, fed back and exported.
+
+The class is chapter 06's, the cheapest to grade of the chapters with several answer cells (the partial
+student answers all but one), so that the test measures the command rather than a lesson: the demo's own chapter (02, which `demo_assignment` picks, held below) grades its reference, its
+release and its wrong rings through the same pipeline in the shared grading run.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +14,16 @@ import sys
 import pytest
 
 from autograde_tests.conftest import REPO
+from course_lib.grading.autograder import demo
 
 pytestmark = pytest.mark.slow
 
 
 def test_demo_class_grades_full_partial_empty_and_broken(tmp_path):
     demo_root = tmp_path / "demo"
-    run = subprocess.run([sys.executable, "-m", "course_lib.grading.cli", "demo", "--into", str(demo_root),
-                          "--jobs", "2"], cwd=REPO, capture_output=True, text=True, timeout=900)
+    command = [sys.executable, "-m", "course_lib.grading.cli", "demo", "--into", str(demo_root),
+               "--assignment", "06_tensor_parallel", "--jobs", "2"]
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(demo_root / "grading" / "grades.csv", newline="") as handle:
         rows = {row["student_id"]: row for row in csv.DictReader(handle)}
@@ -28,3 +35,10 @@ def test_demo_class_grades_full_partial_empty_and_broken(tmp_path):
     assert "not a valid notebook" in rows["broken"]["review_notes"]
     assert (demo_root / "grading" / "feedback" / "full_marks").is_dir()
     assert "4 submissions graded" in run.stdout + run.stderr
+
+
+def test_the_demo_grades_the_ring_chapter_when_the_course_has_it(tmp_path):
+    assert demo.demo_assignment(REPO) == "02_collectives"
+    (tmp_path / "solutions" / "01_mlp_by_hand").mkdir(parents=True)
+    (tmp_path / "solutions" / "01_mlp_by_hand" / "01_mlp_by_hand.ipynb").write_text("{}")
+    assert demo.demo_assignment(tmp_path) == "01_mlp_by_hand"
