@@ -19,6 +19,7 @@ from .timing_harness import (
     interleaved_medians,
     interleaved_times,
     per_call_medians,
+    repetitions_here,
 )
 
 # Python-level messages issued back to back per timed block (the per-message cost).
@@ -81,6 +82,7 @@ def _alone_and_together(rank: int, world_size: int, repetitions: int,
                         block) -> tuple[list[float], list[list[float]]]:
     """Seconds of ``block`` on rank 0 alone (the other ranks wait at a barrier), then on every rank at
     once: (rank 0's alone, each rank's together), ``repetitions`` of each after a warm-up."""
+    repetitions = repetitions_here(repetitions)
     block()
     alone = []
     for _ in range(repetitions):
@@ -138,6 +140,7 @@ def _cpu_share(repetitions: int) -> float:
     """Median over ``repetitions`` of the smallest share of the wall clock that a rank spent on a CPU
     while all ranks spun at once for ``CPU_SHARE_SPIN_SECONDS``: about 1 when every rank has a
     hardware thread of its own, 1/2 when two ranks take turns on one."""
+    repetitions = repetitions_here(repetitions)
     shares = []
     for _ in range(repetitions):
         dist.barrier()
