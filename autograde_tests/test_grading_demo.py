@@ -1,8 +1,9 @@
 """`make grade-demo`'s command end to end: the generated class of four is graded, fed back and exported.
 
 The class is chapter 06's, the cheapest to grade of the chapters with several answer cells (the partial
-student answers all but one), so that the test measures the command rather than a lesson: the demo's own chapter (02, which `demo_assignment` picks, held below) grades its reference, its
-release and its wrong rings through the same pipeline in the shared grading run.
+student answers all but one), so that the test measures the command rather than a lesson. The demo's own
+chapter (02, which `demo_assignment` picks, held below) grades its reference, its release and its wrong
+rings through the same pipeline in the shared grading run.
 """
 
 from __future__ import annotations
