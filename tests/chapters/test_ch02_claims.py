@@ -120,15 +120,20 @@ def test_the_prediction_cells_say_where_the_model_misses_small_messages():
 
 
 def _one_float_and_4_kib(rank, world_size):
-    from course_lib.dist.timing_harness import _all_reduce_times
+    from course_lib.dist.timing_harness import _all_reduce_block, interleaved_times
 
-    return _all_reduce_times(rank, world_size, (4, 4096), 5)
+    blocks = [_all_reduce_block(nbytes) for nbytes in (4, 4096)]
+    fastest = interleaved_times([block for block, _ in blocks], 15, summary=min)
+    return [seconds / calls for seconds, (_, calls) in zip(fastest, blocks, strict=True)]
 
 
 @pytest.mark.slow
 def test_a_small_all_reduce_costs_mostly_the_floor_every_call_pays():
     """Cell 55: an all-reduce of one float (gloo sends at most one segment of it per phase) costs about
-    as much as a 4 KiB one (at least half: measured here it was 1.3 to 4 times as much), timed in one
-    harness so that both see the same load."""
+    as much as a 4 KiB one, timed in one harness so that both see the same load: a cost that followed the
+    bytes would make it 1/1024 of the 4 KiB call; the floor makes it most of it. On a quiet machine it
+    measured 1.3 to 4 times as much; beside a full test run (load average 4), 0.43 to 0.49 times, each
+    size's fastest block (other work only adds time), so the bound is a quarter, 256 times what the bytes
+    would give."""
     one_float, small = run_ranks(_one_float_and_4_kib, 2, timeout=60)[0]
-    assert one_float >= 0.5 * small, (one_float, small)
+    assert one_float >= 0.25 * small, (one_float, small)
