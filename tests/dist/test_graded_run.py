@@ -79,7 +79,8 @@ def test_no_graded_cell_reads_a_measurement(notebook):
         marks = cell.metadata.get("nbgrader") or {}
         if marks.get("grade") and not marks.get("solution"):
             used = _names(cell.source)
-            assert not used & (MEASURING | MEASURING_MODULES), (marks["grade_id"], used & MEASURING)
+            found = used & (MEASURING | MEASURING_MODULES)
+            assert not found, (marks["grade_id"], found)
 
 
 @pytest.mark.parametrize("module", sorted([*(ROOT / "instructor" / "checks").glob("*.py"),
