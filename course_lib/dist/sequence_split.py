@@ -3,7 +3,9 @@ attention function on CPU ranks with its traffic and work recorded, checked agai
 
 ``attention_on_ranks(fn, q, k, v, world_size)`` gives each rank its chunk of q, k, v (batch x heads x
 sequence x head_dim), calls ``fn`` there under ``record_traffic`` and ``record_compute``, and puts the
-output chunks back in sequence order beside ``F.scaled_dot_product_attention`` of the whole.
+output chunks back in sequence order beside ``F.scaled_dot_product_attention`` of the whole. With
+``repetitions=`` it also times ``fn`` unrecorded by the course's one timing harness: the recorders see
+every op through Python, which is the instrument's cost, not the attention's.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch.nn.functional as F
 
 from .compute_log import ComputeLog, record_compute, warm_up
 from .runner import run_ranks
+from .timing_harness import interleaved_times
 from .traffic_log import POINT_TO_POINT, TrafficLog, record_traffic
 from .wire import wire_bytes
 
@@ -50,13 +53,15 @@ def shard_sequence(tensor: torch.Tensor, world_size: int, rank: int, layout: str
 @dataclass
 class AttentionRun:
     """One attention split over ranks: the output in sequence order, its largest difference from
-    ``F.scaled_dot_product_attention`` on one process, and each rank's traffic, work and seconds."""
+    ``F.scaled_dot_product_attention`` on one process, each rank's traffic, work and seconds in the
+    recorded run, and (when timed) the median seconds of an unrecorded call, as the slowest rank saw it."""
 
     output: torch.Tensor
     difference: float
     traffic: list[TrafficLog]
     compute: list[ComputeLog]
     seconds: list[float]
+    unrecorded_seconds: float | None = None
 
     def bytes_sent(self) -> list[float]:
         """Bytes each rank put on the wire: its sends, and its collectives as a ring moves them."""
@@ -68,32 +73,41 @@ class AttentionRun:
         return sent
 
 
-def _rank(rank, world_size, attention, q, k, v, causal, layout, warm_up_runs=0):
+def _rank(rank, world_size, attention, q, k, v, causal, layout, warm_up_runs=0, repetitions=0):
     shards = [shard_sequence(x, world_size, rank, layout) for x in (q, k, v)]
     extra = {} if layout == "contiguous" else {"layout": layout}
-    if warm_up_runs:
-        for _ in range(warm_up_runs):
-            attention(*shards, causal=causal, **extra)
+    for _ in range(warm_up_runs):
+        attention(*shards, causal=causal, **extra)
+    unrecorded = None
+    if repetitions:
+        unrecorded = interleaved_times([lambda: attention(*shards, causal=causal, **extra)], repetitions)[0]
+    if warm_up_runs or repetitions:
         dist.barrier()   # the recorded run starts together on every rank
     start = time.perf_counter()
     with record_traffic() as traffic, record_compute() as work:
         out = attention(*shards, causal=causal, **extra)
     seconds = time.perf_counter() - start
     traffic.spans.extend(work.spans("attention"))
-    return out, traffic, work, seconds
+    return out, traffic, work, seconds, unrecorded
 
 
 def attention_on_ranks(attention, q, k, v, world_size: int, causal: bool = False, layout: str = "contiguous",
-                       timeout: float = 60, warm_up_runs: int = 0) -> AttentionRun:
+                       timeout: float = 60, warm_up_runs: int = 0, repetitions: int = 0) -> AttentionRun:
     """Run ``attention(q_chunk, k_chunk, v_chunk, causal=...)`` on ``world_size`` ranks (``layout=`` is
     passed too when it is not contiguous) and compare the reassembled output with one process's.
     ``warm_up_runs`` runs it that many times first, unrecorded (what a timed comparison does, as
-    ``calibrate()`` warms its blocks up): the run recorded then pays no first call's costs."""
+    ``calibrate()`` warms its blocks up): the run recorded then pays no first call's costs.
+    ``repetitions`` times it unrecorded that many times before the recorded run, by the timing harness
+    (started together, the slowest rank's seconds, the median after a warm-up): ``unrecorded_seconds``."""
+    for name, count in (("warm_up_runs", warm_up_runs), ("repetitions", repetitions)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"{name} must be a whole number >= 0, got {count!r}")
     warm_up()
-    results = run_ranks(_rank, world_size, attention, q, k, v, causal, layout, warm_up_runs, timeout=timeout)
+    results = run_ranks(_rank, world_size, attention, q, k, v, causal, layout, warm_up_runs, repetitions,
+                        timeout=timeout)
     output = torch.empty_like(q)
     for rank, (out, *_) in enumerate(results):
         output[:, :, layout_positions(q.shape[2], world_size, rank, layout)] = out
     reference = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     return AttentionRun(output, float((output - reference).abs().max()), [r[1] for r in results],
-                        [r[2] for r in results], [r[3] for r in results])
+                        [r[2] for r in results], [r[3] for r in results], results[0][4])

@@ -61,6 +61,21 @@ def test_a_recorded_layer_whose_span_wraps_its_all_to_alls_is_split_once(capsys)
     assert out[2] == "  rank 0: compute 4 ms, waiting 0 ms, transfer 6 ms"   # 10 ms, each counted once
 
 
+def test_a_recorded_run_says_where_the_time_went_and_the_unrecorded_time_is_compared(capsys):
+    measured, simulated = Timeline(["rank 0"]), Timeline(["rank 0"])
+    measured.add(0, 0.0, 0.030, "compute", "block")          # recorded: the recorders' cost included
+    simulated.add(0, 0.0, 0.005, "compute", "block")
+    comparison = compare_timelines("10", "ring", measured, simulated, measured_seconds=0.012,
+                                   details=["its products"])
+    comparison.report()
+    out = capsys.readouterr().out.splitlines()
+    assert comparison.ratio == pytest.approx(2.4)            # 12 ms unrecorded against 5 ms, not 30 ms
+    assert out[0] == "prediction 10 ring: measured 12 ms, predicted 5 ms, ratio 2.40"
+    assert out[2] == "  rank 0: compute 30 ms, waiting 0 ms, transfer 0 ms"
+    assert out[3:] == ["  the lanes are the recorded run's: 30 ms with the recorders' cost, against 12 ms "
+                       "unrecorded", "  its products"]
+
+
 def test_the_ring_attention_prediction_charges_the_shared_cores_and_the_crowded_wait_per_pass():
     cal = dataclasses.replace(Calibration(world_size=2, flops_alone=1e11, flops_together=1e11,
                                           collective=Link(5e-5, 1e9), point_to_point=Link(6e-5, 1e9),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -44,6 +46,22 @@ def test_attention_on_ranks_reassembles_and_records(causal, layout):
     assert [[e.op for e in log.events] for log in run.traffic] == [["all_gather", "all_gather"]] * 2
     assert run.bytes_sent() == [2 * (2 * 8 * 4 * 8 * 1 / 2)] * 2     # (N-1)/N of two 2-rank buffers, each
     assert all(log.flops() > 0 for log in run.compute) and len(run.seconds) == 2
+    assert run.unrecorded_seconds is None                                # timed only when asked
+
+
+def slow_gathered_attention(q, k, v, causal=False):
+    time.sleep(0.02)
+    return gathered_attention(q, k, v, causal)
+
+
+def test_attention_on_ranks_times_unrecorded_runs_apart_from_the_recorded_one():
+    q, k, v = (torch.randn(1, 2, 8, 4) for _ in range(3))
+    run = attention_on_ranks(slow_gathered_attention, q, k, v, 2, warm_up_runs=1, repetitions=3)
+    assert 0.02 <= run.unrecorded_seconds < 0.5                        # the timed runs slept too
+    assert [[e.op for e in log.events] for log in run.traffic] == [["all_gather", "all_gather"]] * 2
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="repetitions must be a whole number >= 0"):
+            attention_on_ranks(gathered_attention, q, k, v, 2, repetitions=bad)
 
 
 @pytest.mark.slow

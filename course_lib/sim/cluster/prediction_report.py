@@ -17,7 +17,7 @@ def within(ratio: float, bounds: tuple[float, float] = WITHIN) -> bool:
     return bounds[0] <= ratio <= bounds[1]
 
 
-def _ms(seconds: float) -> str:
+def milliseconds(seconds: float) -> str:
     """Milliseconds to three significant figures, never in exponent notation."""
     ms = seconds * 1e3
     return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
@@ -25,8 +25,8 @@ def _ms(seconds: float) -> str:
 
 def prediction_line(chapter: str, what: str, measured: float, predicted: float) -> str:
     """``prediction <chapter> <what>: measured <x> ms, predicted <y> ms, ratio <r>`` (seconds in)."""
-    return (f"prediction {chapter} {what}: measured {_ms(measured)} ms, "
-            f"predicted {_ms(predicted)} ms, ratio {measured / predicted:.2f}")
+    return (f"prediction {chapter} {what}: measured {milliseconds(measured)} ms, "
+            f"predicted {milliseconds(predicted)} ms, ratio {measured / predicted:.2f}")
 
 
 def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
