@@ -185,3 +185,7 @@ def test_the_ring_timeline_is_predicted_on_the_calibrated_machine_and_compared_t
     assert "predict_ring_attention(this_machine, WORLD_SIZE, block_seconds, kv_bytes)" in text
     assert 'compare_timelines("10", "your ring attention on 4 ranks", measured_ring, simulated' in text
     assert "warm_up_runs=1" in text and "sim.LAPTOP_CPU.intra_node" not in text
+    # the block is the student's own ring on one rank, and the ring is compared unrecorded: a recorder
+    # logs every op through Python (two to three times the ring's time on the course's machine)
+    assert "attention_on_ranks(ring_attention, *one_chunk, 1, repetitions=9).unrecorded_seconds" in text
+    assert "measured_seconds=yours.unrecorded_seconds" in text
