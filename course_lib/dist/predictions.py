@@ -270,10 +270,12 @@ def predict_ring_attention(machine, ranks: int, block_seconds: float, chunk_byte
                            title: str = "simulated ring") -> Timeline:
     """The simulator's ring attention (``ring_attention_timeline``) on ``ranks`` processes of the
     calibrated ``machine``: each block's work, timed on one process alone (``block_seconds``), slowed
-    as the ranks share the measured cores (``compute_slowdown``); each pass of a chunk of K and V
-    (``chunk_bytes``) a Python isend/irecv: one ``python_hop_time`` (the crowded ring's measured step
-    once the ranks outnumber the cores) and its bytes over the point-to-point link."""
+    as the ranks share the measured cores (``compute_slowdown``), plus one ``python_hop_time`` (the
+    crowded ring's measured step once the ranks outnumber the cores): a Python step's own cost (posting
+    ``isend``/``irecv``, waiting, being woken) runs on the rank's time, and no overlap hides it
+    (``benchmarks/bench_ring_step.py``). Each pass of a chunk of K and V (``chunk_bytes``) moves its
+    bytes over the point-to-point link under the next block."""
     calibration = machine.calibration
-    block = block_seconds * compute_slowdown(calibration, ranks)
-    step = python_hop_time(calibration, ranks) + chunk_bytes / calibration.point_to_point.bandwidth
+    block = block_seconds * compute_slowdown(calibration, ranks) + python_hop_time(calibration, ranks)
+    step = chunk_bytes / calibration.point_to_point.bandwidth
     return ring_attention_timeline(ranks, block, step, title=title)

@@ -76,15 +76,21 @@ def test_a_recorded_run_says_where_the_time_went_and_the_unrecorded_time_is_comp
                        "unrecorded", "  its products"]
 
 
-def test_the_ring_attention_prediction_charges_the_shared_cores_and_the_crowded_wait_per_pass():
+def test_the_ring_attention_prediction_charges_the_shared_cores_and_the_crowded_step_to_each_block():
     cal = dataclasses.replace(Calibration(world_size=2, flops_alone=1e11, flops_together=1e11,
                                           collective=Link(5e-5, 1e9), point_to_point=Link(6e-5, 1e9),
                                           message_overhead=5e-5), crowded_ranks=4, crowded_step=1e-3)
     ring = predict_ring_attention(laptop_preset(cal), 4, block_seconds=2e-3, chunk_bytes=1e6)
     computes = [e.end - e.start for e in ring.events(0) if e.kind == "compute"]
     passes = [e.end - e.start for e in ring.events(0) if e.kind == "comm"]
-    assert computes == pytest.approx([4e-3] * 4)          # 4 ranks on 2 cores: each block twice as long
-    assert passes == pytest.approx([1e-3 + 1e-3] * 3)     # the crowded wait, then 1 MB at 1 GB/s
+    # 4 ranks on 2 cores: each block twice as long, and the crowded step on the rank's own time
+    assert computes == pytest.approx([4e-3 + 1e-3] * 4)
+    assert passes == pytest.approx([1e-3] * 3)            # 1 MB at 1 GB/s, under the next block
+    assert ring.makespan == pytest.approx(4 * 5e-3)
+    # with a core for each rank, the step costs the point-to-point latency
+    alone = predict_ring_attention(laptop_preset(cal), 2, block_seconds=2e-3, chunk_bytes=1e6)
+    blocks = [e.end - e.start for e in alone.events(0) if e.kind == "compute"]
+    assert blocks == pytest.approx([2e-3 + 6e-5] * 2)
 
 
 def test_epochs_are_split_into_their_all_reduces_and_the_rest():
