@@ -44,16 +44,22 @@ def _slowest_rank_seconds(operation, own: list | None = None) -> float:
     return elapsed.item()
 
 
-def interleaved_lanes(operations: list, repetitions: int) -> tuple[list[float], list[list[float]]]:
-    """The harness's medians (slowest rank, as ``interleaved_medians``) and, per rank, each rank's own
-    median of every operation (a list per rank, gathered on every rank): the lanes of a recorded run."""
-    repetitions = repetitions_here(repetitions)
+def _timed_rounds(operations: list, repetitions: int, own: list | None = None) -> list[list[float]]:
+    """Each operation's seconds (the slowest rank's), timed round-robin: one of each per round, after
+    WARM_UP untimed rounds, ``repetitions`` rounds (fewer in a graded run). ``own`` (a list per
+    operation), when given, collects this rank's own seconds."""
     for _ in range(WARM_UP):
         for operation in operations:
             operation()
+    return [[_slowest_rank_seconds(operation, None if own is None else own[i])
+             for i, operation in enumerate(operations)] for _ in range(repetitions_here(repetitions))]
+
+
+def interleaved_lanes(operations: list, repetitions: int) -> tuple[list[float], list[list[float]]]:
+    """The harness's medians (slowest rank, as ``interleaved_medians``) and, per rank, each rank's own
+    median of every operation (a list per rank, gathered on every rank): the lanes of a recorded run."""
     own = [[] for _ in operations]
-    rounds = [[_slowest_rank_seconds(operation, own[i]) for i, operation in enumerate(operations)]
-              for _ in range(repetitions)]
+    rounds = _timed_rounds(operations, repetitions, own)
     lanes = [None] * dist.get_world_size()
     dist.all_gather_object(lanes, [statistics.median(times) for times in own])
     return [statistics.median(column) for column in zip(*rounds, strict=True)], lanes
@@ -63,11 +69,7 @@ def interleaved_times(operations: list, repetitions: int, summary=statistics.med
     """``summary`` (the median unless told) of each operation's seconds, timed round-robin (one of
     each per round, after a warm-up): on a shared machine a burst of someone else's load then hits
     every size alike, not one size."""
-    repetitions = repetitions_here(repetitions)
-    for _ in range(WARM_UP):
-        for operation in operations:
-            operation()
-    rounds = [[_slowest_rank_seconds(operation) for operation in operations] for _ in range(repetitions)]
+    rounds = _timed_rounds(operations, repetitions)
     return [summary(column) for column in zip(*rounds, strict=True)]
 
 

@@ -31,17 +31,26 @@ def _rounds(rank, world_size):
     return len(timing_harness.interleaved_times([lambda: None], 9, summary=list)[0]), graded_run()
 
 
+def _lanes(rank, world_size):
+    """The harness's medians and every rank's own lanes, and how many of this rank's rounds were timed."""
+    rounds = []
+    medians, lanes = timing_harness.interleaved_lanes([lambda: None, lambda: rounds.append(1)], 9)
+    return len(medians), [len(lane) for lane in lanes], len(rounds) - timing_harness.WARM_UP
+
+
 def test_a_graded_run_times_each_block_fewer_times_in_smaller_blocks(monkeypatch):
     monkeypatch.delenv(GRADED_RUN_ENV, raising=False)
     assert timing_harness.repetitions_here(9) == 9
     assert timing_harness.back_to_back(lambda: None, 1 << 18)[1] == timing_harness.MAX_CALLS
     assert run_ranks(_rounds, 2) == [(9, False)] * 2
+    assert run_ranks(_lanes, 2) == [(2, [2, 2], 9)] * 2      # two operations, two ranks' lanes
     monkeypatch.setenv(GRADED_RUN_ENV, "1")
     assert timing_harness.repetitions_here(9) == timing_harness.GRADED_REPETITIONS == 3
     assert timing_harness.repetitions_here(2) == 2
     calls = timing_harness.GRADED_BLOCK_BYTES // (1 << 18)
     assert timing_harness.back_to_back(lambda: None, 1 << 18)[1] == calls < timing_harness.MAX_CALLS
     assert run_ranks(_rounds, 2) == [(3, True)] * 2   # the ranks a graded lesson starts hear it too
+    assert run_ranks(_lanes, 2) == [(2, [2, 2], 3)] * 2
 
 
 def test_the_grading_kernel_announces_a_graded_run(monkeypatch, tmp_path):
