@@ -24,6 +24,8 @@ _EXPORTS = {
     "predict_python_all_reduce": "predictions", "compare_fed_back": "fed_back",
     "fed_back_cluster": "fed_back", "compare_timelines": "predictions",
     "predict_ring_attention": "predictions",
+    "ExpertsAlone": "expert_timing", "all_to_all_link": "expert_timing", "expert_pieces": "expert_timing",
+    "experts_alone": "expert_timing", "experts_cores": "expert_timing",
     "make_wide_mlp": "ddp_step", "measure_ddp_step": "ddp_step", "record_ddp_buckets": "ddp_step",
     "ForbiddenCallError": "errors", "RankFailure": "errors", "RanksHungError": "errors",
     "run_ranks": "runner",

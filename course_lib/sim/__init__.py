@@ -15,6 +15,7 @@ from .cluster.laptop import (
     laptop_preset,
     prediction_line,
     python_hop_time,
+    shared_core_finish_times,
 )
 from .cluster.presets import A100, H100, H800, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
 from .cluster.topology import Cluster, make_cluster
@@ -101,7 +102,7 @@ from .vocabulary import CP_METHODS
 
 __all__ = [
     "WITHIN", "Calibration", "breakdown_lines", "compute_slowdown", "lane_breakdown", "laptop_preset",
-    "prediction_line", "python_hop_time",
+    "prediction_line", "python_hop_time", "shared_core_finish_times",
     "A100", "activation_memory_per_layer", "algorithm_bandwidth", "ALGORITHMS", "nccl_algorithm",
     "bubble_fraction_formula", "bus_bandwidth", "bus_factor", "Cluster", "collective_time",
     "collective_timeline", "COURSE_MLP", "Event", "get_preset", "GPT3_175B", "H100", "HardwarePreset",

@@ -167,7 +167,8 @@ def test_the_summary_says_what_the_cells_show_about_the_wait():
     prose = _prose()
     assert "shows the same wait as the measurement" not in prose
     assert "measured CPU time per rank splits as the simulator's layer timeline predicts" in prose
-    assert "measured wall clock does not show the simulator's wait" in prose
+    assert "measured wall clock does not show the simulator's wait" not in prose
+    assert "the simulator predicts the measured wall clock of both routers" in " ".join(prose.split())
 
 
 def test_deepep_and_megatron_cores_token_dispatchers_are_named_with_sources():
@@ -201,16 +202,25 @@ def test_a_bias_on_sigmoid_scores_does_not_choose_as_the_same_bias_on_logits():
     assert torch.allclose((top / top.sum(-1, keepdim=True)).sum(-1), torch.ones(5))
 
 
-def test_the_leaning_router_prints_issue_39s_prediction_line_and_its_lanes_when_off():
+def test_both_routers_print_issue_39s_prediction_line_from_parts_timed_alone():
     code = "\n".join(_cells("code"))
     # through course_lib.dist.predictions, the layer's span less its all-to-alls counted as compute
-    assert ('compare_timelines("11", "leaning-router MoE layer", real[3.0], simulated[3.0], '
-            'overlap="transfer",') in code and "leaning.report()" in code
+    assert 'for lean, what in ((0.0, "fair-router"), (3.0, "leaning-router")):' in code
+    assert ('compare_timelines("11", f"{what} MoE layer", real[lean], simulated[lean], '
+            'overlap="transfer",') in code
     # measured as the harness measures: the median of the timed repeats (the slowest rank's), after a
-    # warm-up; and the busiest rank's CPU held against its experts' predicted products
+    # warm-up; and the busiest rank's CPU held against its layer timed alone
     assert "def timed_layer(rank, world_size, logits, repeats=6):" in code and "return runs[1:]" in code
     assert "median_run(run_ranks(timed_layer, N_RANKS, logits, timeout=120))" in code
-    assert "its experts' products were predicted" in code
+    assert "its layer \"\n" in code or "its layer took" in code
+    # predicted from the parts timed alone: the student's own layer and experts, the experts' shared cores,
+    # gloo's own all-to-all, played on shared cores
+    for part in ("experts_alone(expert_parallel_forward, make_expert, logits, WIDE, K_RANK)",
+                 "experts_cores(make_expert, routers[0.0], WIDE, K_RANK)", "all_to_all_link(N_RANKS)",
+                 "alone[lean].flops(flops_per_row), a2a, cores=cores"):
+        assert part in code, part
+    prose = " ".join(_prose().split())
+    assert "`sim.shared_core_finish_times`" in prose and "`experts_cores`" in prose
 
 
 def test_the_deepseek_part_cites_the_reports_equations_and_its_shared_expert_counts():

@@ -20,6 +20,7 @@ from course_lib.sim.cluster.laptop import (
     python_all_reduce_time,
     python_hop_time,
     python_message_time,
+    shared_core_finish_times,
     stream_slowdown,
     within,
 )
@@ -237,3 +238,21 @@ def test_a_python_hop_costs_the_measured_crowded_step_once_the_ranks_outnumber_t
     # not measured (an older calibration): the latency stretched like compute, as before
     older = calibration(world_size=2, cores=2.0)
     assert python_hop_time(older, 4) == pytest.approx(older.point_to_point.latency * 2)
+
+
+def test_ranks_sharing_cores_finish_as_a_fair_scheduler_shares_them():
+    # 4 ranks on 2 cores, equal work: each gets half a core throughout, compute_slowdown's factor 2
+    assert shared_core_finish_times([10.0] * 4, 2.0) == pytest.approx([20.0] * 4)
+    assert shared_core_finish_times([10.0] * 4, 2.0)[0] / 10.0 == pytest.approx(
+        compute_slowdown(calibration(world_size=4, cores=2.0), 4))
+    # chapter 11's leaning router: three light ranks (5 s alone) finish together at 10 s, having each had
+    # half a core; the busy one (20 s alone) has then done 5 s and runs its last 15 s on a core of its own
+    assert shared_core_finish_times([20.0, 5.0, 5.0, 5.0], 2.0) == pytest.approx([25.0, 10.0, 10.0, 10.0])
+    # a core each: nothing shared; 3 ranks on 2 cores: 2/3 of a core each until the first is done (1.5 s),
+    # then a core each
+    assert shared_core_finish_times([3.0, 1.0], 2.0) == pytest.approx([3.0, 1.0])
+    assert shared_core_finish_times([3.0, 2.0, 1.0], 2.0) == pytest.approx([3.5, 2.5, 1.5])
+    assert shared_core_finish_times([], 2.0) == []
+    for work, cores in (([1.0, -1.0], 2.0), ([1.0], 0.0), ([float("nan")], 1.0)):
+        with pytest.raises(ValueError):
+            shared_core_finish_times(work, cores)

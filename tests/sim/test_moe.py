@@ -179,3 +179,25 @@ def test_the_layer_timeline_waits_for_the_busiest_rank():
     assert busy[0] == pytest.approx(3 * 36e-3) and busy[1] == pytest.approx(3 * 4e-3)
     with pytest.raises(ValueError, match="N x N"):
         sim.expert_layer_timeline([[1, 2]], 64, 1e6, 1e9, link)
+
+
+def test_the_layer_timeline_on_shared_cores_with_each_ranks_rate_and_the_rest_of_the_layer():
+    link = sim.Link(latency=1e-4, bandwidth=1e9)
+    skewed = [[18, 2], [18, 2]]                 # rank 0's experts get 36 rows, rank 1's 4
+    own = sim.expert_layer_timeline(skewed, 64, 1e6, [1e9, 2e9], link, other_seconds=(1e-3, 2e-3))
+    # a device each: the rest of the layer charged once per pass on every rank, each rank at its own rate
+    busy = [sum(e.end - e.start for e in own.events(r) if e.kind == "compute") for r in range(2)]
+    assert busy[0] == pytest.approx(3 * 36e-3 + 3e-3) and busy[1] == pytest.approx(3 * 2e-3 + 3e-3)
+    labels = {e.label for e in own.events(0)}
+    assert "router (besides the experts)" in labels and "combine bookkeeping (besides the experts)" in labels
+    # both ranks on one core: the rest of the layer takes twice as long (both compute it at once); the
+    # experts' pass takes rank 1's work twice (shared) and then rank 0's remainder alone: work0 + work1
+    shared = sim.expert_layer_timeline(skewed, 64, 1e6, [1e9, 2e9], link, other_seconds=(1e-3, 2e-3), cores=1)
+    assert shared.makespan - own.makespan == pytest.approx(3e-3 + 3 * 2e-3)
+    # two cores for two ranks share nothing
+    assert sim.expert_layer_timeline(skewed, 64, 1e6, [1e9, 2e9], link, other_seconds=(1e-3, 2e-3),
+                                     cores=2).makespan == pytest.approx(own.makespan)
+    for bad in ({"flops": [1e9]}, {"other_seconds": (1e-3,)}, {"cores": 0}):
+        arguments = {"flops": 1e9, **bad}
+        with pytest.raises(ValueError):
+            sim.expert_layer_timeline(skewed, 64, 1e6, arguments.pop("flops"), link, **arguments)

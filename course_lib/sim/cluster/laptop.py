@@ -12,6 +12,9 @@ what the measurements mean:
 - ``compute_slowdown`` (and ``stream_slowdown`` for memory): how much slower each rank computes
   (streams) when ``ranks`` processes run at once: the measured factor at the calibrated rank count,
   ``ranks / cores`` beyond it (cores measured, not assumed).
+- ``shared_core_finish_times``: when ranks that compute at once outnumber the cores, when each finishes:
+  every rank computing gets an equal share of the cores, so one with less work finishes first and hands
+  the rest a larger share (processor sharing; ``compute_slowdown`` is its case of equal work).
 - ``laptop_preset(calibration, ranks)``: the calibrated machine as a ``HardwarePreset`` for ``ranks``
   processes, the laptop preset the simulator runs predictions on.
 - ``fit_cores``, ``fit_message_overhead`` and ``fit_crowded_step``: the model parts read off recorded
@@ -38,7 +41,7 @@ from .prediction_report import WITHIN, breakdown_lines, lane_breakdown, predicti
 __all__ = ["Calibration", "WITHIN", "breakdown_lines", "compute_slowdown", "fed_back_link", "fit_cores",
            "fit_crowded_step", "fit_error", "fit_line", "fit_link", "fit_message_overhead", "lane_breakdown",
            "laptop_preset", "prediction_line", "python_all_reduce_time", "python_hop_time",
-           "python_message_time", "stream_slowdown", "within"]
+           "python_message_time", "shared_core_finish_times", "stream_slowdown", "within"]
 
 @dataclass(frozen=True)
 class Calibration:
@@ -80,6 +83,25 @@ def compute_slowdown(calibration: Calibration, ranks: int) -> float:
     if ranks == calibration.world_size:
         return max(1.0, calibration.flops_alone / calibration.flops_together)
     return max(1.0, ranks / calibration.cores)
+
+
+def shared_core_finish_times(work: list[float], cores: float) -> list[float]:
+    """Seconds after a common start at which each rank finishes ``work[r]`` seconds of compute (as timed
+    on one process alone) when all compute at once on ``cores`` cores: while k ranks still compute, each
+    gets min(1, cores / k) of a core, as a fair scheduler shares them. Equal work is ``compute_slowdown``;
+    unequal work is where it differs: on 4 ranks and 2 cores, the 3 light ranks of chapter 11's leaning
+    router finish, and the busy one then has a core of its own for the rest of its work."""
+    if not cores > 0:
+        raise ValueError(f"cores must be a number > 0, got {cores!r}")
+    if any(not w >= 0 for w in work):
+        raise ValueError(f"work must be seconds >= 0 for every rank, got {work!r}")
+    finish, clock, done = [0.0] * len(work), 0.0, 0.0
+    order = sorted(range(len(work)), key=work.__getitem__)
+    for position, rank in enumerate(order):
+        computing = len(work) - position          # ranks not yet finished, each done `done` seconds
+        clock += (work[rank] - done) / min(1.0, cores / computing)
+        done, finish[rank] = work[rank], clock
+    return finish
 
 
 def stream_slowdown(calibration: Calibration, ranks: int) -> float:
