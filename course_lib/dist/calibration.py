@@ -18,6 +18,7 @@ from course_lib.sim import HardwarePreset, Timeline, collective_time
 from course_lib.sim.cluster.laptop import (
     Calibration,
     fit_cores,
+    fit_crowded_release,
     fit_crowded_step,
     fit_error,
     fit_link,
@@ -107,6 +108,10 @@ def calibration_from(data: dict, world_size: int, segments_in_flight: int | None
     if data.get("crowded_blocks"):   # measurements recorded before the crowded ring was measured have none
         blocks = _lanes_timeline([data["crowded_blocks"]], "comm", {"steps": data["crowded_steps"]})
         crowded = {"crowded_ranks": data["crowded_ranks"], "crowded_step": fit_crowded_step(blocks)}
+        if data.get("crowded_dropped_blocks"):   # nor, before it was measured, the handles dropped
+            dropped = _lanes_timeline([data["crowded_dropped_blocks"]], "comm",
+                                      {"steps": data["crowded_steps"]})
+            crowded["crowded_release"] = fit_crowded_release(blocks, dropped)
     bandwidth = {}
     if "stream_alone" in data:   # measurements recorded before memory was measured have none
         bandwidth_alone = data["block_bytes"] / statistics.median(data["stream_alone"])
@@ -147,7 +152,9 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITI
       one process streams and how it is shared (what an optimizer update or a gradient copy runs at).
     - a ring of 4-byte Python irecv/isend steps (chapter 02's ring step) on ``CROWDED_FACTOR`` x
       ``world_size`` ranks, in blocks of ``CROWDED_STEPS``: what one step of a Python ring costs when the
-      ranks outnumber the cores (the median block per step, ``fit_crowded_step``).
+      ranks outnumber the cores (the median block per step, ``fit_crowded_step``), and what a step costs
+      more when it drops its finished handles before the next posts, as a ring function does when it
+      returns (``fit_crowded_release``).
 
     ``measurements`` (a dict from ``measure``) skips the measuring. ``segments_in_flight`` (1 or 2)
     fits the all-reduce with that model of gloo's ring instead of the better-fitting one: the model
@@ -177,6 +184,6 @@ def measure(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITION
         raise ValueError("sizes must list two or more message sizes in bytes, each at least 4")
     rank_zero = run_ranks(_measure, world_size, sizes, repetitions, timeout=timeout)[0]
     crowded = CROWDED_FACTOR * world_size
-    crowded_blocks = run_ranks(_crowded_ring, crowded, repetitions, timeout=timeout)[0]
-    return {"sizes": sizes, **rank_zero, "crowded_ranks": crowded, "crowded_blocks": crowded_blocks,
-            "crowded_steps": CROWDED_STEPS}
+    ring = run_ranks(_crowded_ring, crowded, repetitions, timeout=timeout)[0]
+    return {"sizes": sizes, **rank_zero, "crowded_ranks": crowded, "crowded_blocks": ring["kept"],
+            "crowded_dropped_blocks": ring["dropped"], "crowded_steps": CROWDED_STEPS}

@@ -53,6 +53,9 @@ def test_the_crowded_ring_is_fitted_per_step_from_its_recorded_blocks():
                 crowded_blocks=[48 * seconds for seconds in (6e-4, 5e-4, 9e-3, 6e-4, 7e-4)])
     cal = calibrate(2, measurements=data).calibration
     assert cal.crowded_ranks == 4 and cal.crowded_step == pytest.approx(6e-4)
+    assert cal.crowded_release is None              # the dropped handles not measured: nothing invented
+    data["crowded_dropped_blocks"] = [48 * seconds for seconds in (2.4e-3, 2.3e-3, 2.5e-3)]
+    assert calibrate(2, measurements=data).calibration.crowded_release == pytest.approx(1.8e-3)
 
 
 def test_the_preset_drives_the_simulator_as_gloo_cuts_its_ring():
@@ -80,7 +83,7 @@ def test_a_small_real_calibration_and_all_reduce_measurement():
     assert 1e7 < preset.flops < 1e13 and preset.segments_in_flight in (1, 2)
     cal = preset.calibration
     assert 0 < cal.cores <= 2 and cal.message_overhead > 0 and cal.point_to_point.latency > 0
-    assert cal.crowded_ranks == 4 and cal.crowded_step > 0
+    assert cal.crowded_ranks == 4 and cal.crowded_step > 0 and cal.crowded_release >= 0
     times = measure_all_reduce(2, (1 << 12, 1 << 16), repetitions=2)
     assert len(times) == 2 and all(t > 0 for t in times)
 

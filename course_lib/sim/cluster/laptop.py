@@ -17,9 +17,9 @@ what the measurements mean:
   the rest a larger share (processor sharing; ``compute_slowdown`` is its case of equal work).
 - ``laptop_preset(calibration, ranks)``: the calibrated machine as a ``HardwarePreset`` for ``ranks``
   processes, the laptop preset the simulator runs predictions on.
-- ``fit_cores``, ``fit_message_overhead`` and ``fit_crowded_step``: the model parts read off recorded
-  timelines (one lane per process, compute or comm spans), which is how ``calibrate()`` computes them
-  and how the unit tests hold them without a clock.
+- ``fit_cores``, ``fit_message_overhead``, ``fit_crowded_step`` and ``fit_crowded_release``: the model
+  parts read off recorded timelines (one lane per process, compute or comm spans), which is how
+  ``calibrate()`` computes them and how the unit tests hold them without a clock.
 - ``fit_line`` and ``fed_back_link``: chapter 09's bus-bandwidth fit (Theil-Sen: time against size) and
   the link that makes the simulator's 2-rank ring pass through it (latency intercept/2, bandwidth 1/slope).
 - ``lane_breakdown`` and ``prediction_line`` (from ``prediction_report``, re-exported here): the one line
@@ -39,9 +39,10 @@ from .hardware import HardwarePreset
 from .prediction_report import WITHIN, breakdown_lines, lane_breakdown, prediction_line, within
 
 __all__ = ["Calibration", "WITHIN", "breakdown_lines", "compute_slowdown", "fed_back_link", "fit_cores",
-           "fit_crowded_step", "fit_error", "fit_line", "fit_link", "fit_message_overhead", "lane_breakdown",
-           "laptop_preset", "prediction_line", "python_all_reduce_time", "python_hop_time",
-           "python_message_time", "shared_core_finish_times", "stream_slowdown", "within"]
+           "fit_crowded_release", "fit_crowded_step", "fit_error", "fit_line", "fit_link",
+           "fit_message_overhead", "lane_breakdown", "laptop_preset", "prediction_line",
+           "python_all_reduce_time", "python_hop_time", "python_message_time", "python_release_time",
+           "shared_core_finish_times", "stream_slowdown", "within"]
 
 @dataclass(frozen=True)
 class Calibration:
@@ -66,6 +67,9 @@ class Calibration:
     # take turns (fit_crowded_step: the median block per step); None where not measured.
     crowded_ranks: int | None = None
     crowded_step: float | None = None
+    # Seconds a step of that ring costs more when it drops its finished handles before the next step
+    # posts (as a ring function does when it returns): fit_crowded_release; None where not measured.
+    crowded_release: float | None = None
 
     @property
     def cores(self) -> float:
@@ -163,13 +167,18 @@ def python_all_reduce_time(calibration: Calibration, nbytes: float, ranks: int,
     a hop like a ring step's (chapter 03's recorded epochs on 4 workers and 2 cores: its all-reduces
     through rank 0 took as long as the ring's). Each wait for a message is ``python_hop_time``: when the
     ranks outnumber the cores, the measured step of a crowded ring.
+
+    The ring is written as chapter 02 asks: ``ring_reduce_scatter`` and ``ring_all_gather``, two functions
+    that each return after their N-1 steps, dropping their last step's irecv/isend handles before the
+    next phase posts. Each of those 2 returns costs ``python_release_time`` (measured; nothing while every
+    rank has a core). Through rank 0 blocks in ``send``/``recv`` and holds no handle.
     """
     n = int(ranks)
     if n <= 1:
         return 0.0
     link, hop = calibration.point_to_point, python_hop_time(calibration, n)
     if algorithm == "ring":
-        return 2 * (n - 1) * (hop + nbytes / n / link.bandwidth)
+        return 2 * (n - 1) * (hop + nbytes / n / link.bandwidth) + 2 * python_release_time(calibration, n)
     if algorithm == "parameter_server":
         if _crowded(calibration, n):
             return 2 * (n - 1) * (hop + nbytes / link.bandwidth)
@@ -194,6 +203,16 @@ def python_hop_time(calibration: Calibration, ranks: int) -> float:
     if calibration.crowded_step is None:
         return latency * compute_slowdown(calibration, ranks)
     return max(latency, calibration.crowded_step * ranks / calibration.crowded_ranks)
+
+
+def python_release_time(calibration: Calibration, ranks: int) -> float:
+    """Seconds a Python ring step costs more, on ``ranks`` processes of this machine, when it drops its
+    finished irecv/isend handles before the next step posts its messages: nothing while every rank has a
+    core (or where not measured); once the ranks outnumber the cores, the measured ``crowded_release``
+    in proportion to the ranks, as ``python_hop_time`` scales the step."""
+    if not _crowded(calibration, ranks) or calibration.crowded_release is None:
+        return 0.0
+    return calibration.crowded_release * ranks / calibration.crowded_ranks
 
 
 # -- fitting the model's parts from recorded timelines ---------------------------------------------
@@ -233,6 +252,14 @@ def fit_crowded_step(timeline: Timeline) -> float:
     if not per_step:
         raise ValueError("fit_crowded_step needs comm spans (blocks of ring steps) on the timeline")
     return statistics.median(per_step)
+
+
+def fit_crowded_release(kept: Timeline, dropped: Timeline) -> float:
+    """Seconds a crowded ring's step costs more when each step drops its finished irecv/isend handles
+    before the next posts (``dropped``) than when they live on until then (``kept``): both timelines of
+    blocks of ring steps as ``fit_crowded_step`` reads them, the difference of their medians per step
+    (never below 0)."""
+    return max(0.0, fit_crowded_step(dropped) - fit_crowded_step(kept))
 
 
 def fit_error(sizes, seconds, model, link: Link) -> float:
