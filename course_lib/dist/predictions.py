@@ -19,9 +19,11 @@ from torch import nn
 
 from course_lib.sim import (
     MLPSpec,
+    Schedule,
     Timeline,
     make_cluster,
     ring_attention_timeline,
+    simulate_pipeline,
     simulate_training_step,
 )
 from course_lib.sim.cluster.laptop import (
@@ -42,7 +44,7 @@ from .runner import run_ranks
 from .timing_harness import interleaved_lanes, measure_all_reduce
 
 __all__ = ["Comparison", "compare_all_reduce", "compare_ddp_step", "compare_epochs", "compare_timelines",
-           "predict_python_all_reduce", "predict_ring_attention"]
+           "predict_pipeline_step", "predict_python_all_reduce", "predict_ring_attention"]
 
 
 @dataclass
@@ -279,3 +281,26 @@ def predict_ring_attention(machine, ranks: int, block_seconds: float, chunk_byte
     block = block_seconds * compute_slowdown(calibration, ranks) + python_hop_time(calibration, ranks)
     step = chunk_bytes / calibration.point_to_point.bandwidth
     return ring_attention_timeline(ranks, block, step, title=title)
+
+
+def predict_pipeline_step(machine, schedule: Schedule, forward_seconds, backward_seconds,
+                          activation_bytes: float) -> Timeline:
+    """The simulator's pipeline step (``simulate_pipeline``) for ``schedule`` with its stages as processes
+    of the calibrated ``machine``: each stage's forward and backward of one micro-batch timed on one
+    process alone (``forward_seconds``, ``backward_seconds``: one per stage), slowed as the ranks share
+    the measured cores (``compute_slowdown``: every stage at the rate all of them get computing at once),
+    and each hop between stages one ``python_hop_time`` (the crowded ring's measured step once the ranks
+    outnumber the cores) plus the activation's bytes (``activation_bytes``) on the point-to-point link.
+
+    Every stage computes at the shared rate throughout, even while a neighbour waits: its waits last a
+    millisecond or so, and the simulator does not hand their cores to the others.
+    """
+    for name, seconds in (("forward_seconds", forward_seconds), ("backward_seconds", backward_seconds)):
+        if len(seconds) != schedule.stages:
+            raise ValueError(f"{name} must hold one time per stage ({schedule.stages}), got {len(seconds)}")
+    calibration = machine.calibration
+    slowdown = compute_slowdown(calibration, schedule.stages)
+    link = calibration.point_to_point
+    hop = python_hop_time(calibration, schedule.stages) + activation_bytes / link.bandwidth
+    return simulate_pipeline(schedule, [t * slowdown for t in forward_seconds],
+                             [t * slowdown for t in backward_seconds], t_comm=hop)

@@ -2,6 +2,8 @@
 
 ``time_stage(module)`` notes when each forward and each backward of the module ran (module hooks, so the
 code being timed stays as written); ``stage_timeline`` puts every rank's spans on one shared axis.
+``stage_seconds_alone`` times each stage's forward and backward on one process with nothing else
+running, by the course's harness: what a prediction of the pipeline starts from.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import time
 import torch
 
 from course_lib.sim import Timeline
+
+from .runner import run_ranks
+from .timing_harness import REPETITIONS, interleaved_times
 
 
 @contextlib.contextmanager
@@ -66,3 +71,32 @@ def stage_timeline(spans_per_stage, ops_per_stage, title: str = "measured pipeli
             timeline.add(stage, start - origin, end - origin, "compute", f"{phase}{microbatch}",
                          {"phase": phase, "microbatch": microbatch})
     return timeline
+
+
+def stage_seconds_alone(stages, input_shape, repetitions: int = REPETITIONS,
+                        timeout: float = 120) -> tuple[list[float], list[float]]:
+    """(forward seconds, backward seconds) of one micro-batch of ``input_shape`` through each module of
+    ``stages``, on one process alone: the harness's median after a warm-up, forward and forward +
+    backward timed round-robin, the backward their difference (an output gradient of ones)."""
+    stages = list(stages)
+    if not stages or not all(isinstance(stage, torch.nn.Module) for stage in stages):
+        raise ValueError("stages must be a non-empty list of modules, one per pipeline stage")
+    both = run_ranks(_stages_alone, 1, stages, tuple(input_shape), repetitions, timeout=timeout)[0]
+    return [f for f, _ in both], [max(0.0, fb - f) for f, fb in both]
+
+
+def _stages_alone(rank, world_size, stages, input_shape, repetitions):
+    torch.manual_seed(0)
+    timed = []
+    for stage in stages:
+        x = torch.randn(input_shape, requires_grad=True)
+
+        def forward(stage=stage, x=x):
+            stage(x)
+
+        def forward_backward(stage=stage, x=x):
+            y = stage(x)
+            y.backward(torch.ones_like(y))
+
+        timed.append(tuple(interleaved_times([forward, forward_backward], repetitions)))
+    return timed

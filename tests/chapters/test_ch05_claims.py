@@ -125,7 +125,23 @@ def test_the_measured_pipeline_says_whether_it_is_hop_bound():
     """Review ch05 #4: the run was hop-bound (hop 3.5 ms, forward 0.8 ms) and read as compute-bound."""
     text = " ".join(c.source for c in _cells())
     assert "so that\ncompute, not Python, dominates each op" not in text
-    assert '"hop-bound" if hop > statistics.median(t_forward)' in _code("trace = both.save_perfetto(")
+    reading = _code("trace = both.save_perfetto(")
+    assert '"hop-bound" if hop > statistics.median(t_forward) * slowdown' in reading
+
+
+def test_the_pipeline_is_predicted_from_parts_timed_apart_from_the_run_it_is_held_against():
+    """Issue 39: the prediction no longer replays the run's own medians and hop; it takes each stage's ops
+    timed alone and the calibrated machine, and prints where the time went, measured and predicted."""
+    prediction = _code("machine = calibrate(world_size=2)")
+    assert "stage_seconds_alone(split_into_stages(" in prediction
+    assert ('predict_pipeline_step(machine, sim.Schedule("1f1b", STAGES, M, 1, ops), t_forward, '
+            't_backward,') in prediction
+    assert "median_time" not in " ".join(c.source for c in _cells())
+    measuring = _code("WIDTH, ROWS, M = 512, 256, 8")
+    assert "def timed_step(rank, world_size, ops, repeats=6):" in measuring
+    assert "return steps[1:]" in measuring and "[len(timed) // 2]" in measuring
+    assert 'for name, timeline in (("measured", measured), ("predicted", simulated)):' in _code(
+        "trace = both.save_perfetto(")
 
 
 def test_problem_b_with_flashattention_1f1b_misses_by_a_few_gb_not_by_hundreds():

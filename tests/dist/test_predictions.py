@@ -12,9 +12,10 @@ from course_lib.dist.predictions import (
     compare_ddp_step,
     compare_epochs,
     compare_timelines,
+    predict_pipeline_step,
     predict_ring_attention,
 )
-from course_lib.sim import Link, Timeline
+from course_lib.sim import Link, Timeline, pipeline_schedule, simulate_pipeline
 from course_lib.sim.cluster.laptop import Calibration, laptop_preset
 
 
@@ -91,6 +92,36 @@ def test_the_ring_attention_prediction_charges_the_shared_cores_and_the_crowded_
     alone = predict_ring_attention(laptop_preset(cal), 2, block_seconds=2e-3, chunk_bytes=1e6)
     blocks = [e.end - e.start for e in alone.events(0) if e.kind == "compute"]
     assert blocks == pytest.approx([2e-3 + 6e-5] * 2)
+
+
+def test_the_pipeline_prediction_stretches_the_ops_alone_and_charges_the_crowded_hop():
+    cal = dataclasses.replace(Calibration(world_size=2, flops_alone=1e11, flops_together=1e11,
+                                          collective=Link(5e-5, 1e9), point_to_point=Link(6e-5, 1e9),
+                                          message_overhead=5e-5), crowded_ranks=4, crowded_step=1e-3)
+    schedule = pipeline_schedule("1f1b", 4, 8)
+    step = predict_pipeline_step(laptop_preset(cal), schedule, [1e-3] * 4, [2e-3] * 4, activation_bytes=5e5)
+    # 4 ranks on 2 cores: every op twice as long; a hop the crowded step plus 0.5 MB at 1 GB/s
+    expected = simulate_pipeline(schedule, [2e-3] * 4, [4e-3] * 4, t_comm=1e-3 + 5e-4)
+    assert step.makespan == pytest.approx(expected.makespan)
+    # two stages, a core each: the ops as alone, the hop the point-to-point latency
+    two = predict_pipeline_step(laptop_preset(cal), pipeline_schedule("1f1b", 2, 4), [1e-3] * 2, [2e-3] * 2,
+                                activation_bytes=0)
+    assert two.makespan == pytest.approx(simulate_pipeline(pipeline_schedule("1f1b", 2, 4), 1e-3, 2e-3,
+                                                           t_comm=6e-5).makespan)
+    with pytest.raises(ValueError, match="one time per stage"):
+        predict_pipeline_step(laptop_preset(cal), schedule, [1e-3] * 3, [2e-3] * 4, activation_bytes=0)
+
+
+def test_the_stages_are_timed_alone_forward_and_backward():
+    from torch import nn
+
+    from course_lib.dist import stage_seconds_alone
+    forward, backward = stage_seconds_alone([nn.Linear(64, 64), nn.Sequential(nn.Linear(64, 64), nn.ReLU())],
+                                            (16, 64), repetitions=2)
+    assert len(forward) == len(backward) == 2
+    assert all(t > 0 for t in forward) and all(t >= 0 for t in backward)
+    with pytest.raises(ValueError, match="modules"):
+        stage_seconds_alone([], (16, 64))
 
 
 def test_epochs_are_split_into_their_all_reduces_and_the_rest():
