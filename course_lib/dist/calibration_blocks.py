@@ -131,25 +131,22 @@ def _crowded_ring(rank: int, world_size: int, repetitions: int) -> dict[str, lis
     outgoing, incoming = torch.zeros(1), torch.zeros(1)
     right, left = (rank + 1) % world_size, (rank - 1) % world_size
 
-    def kept():
-        for _ in range(CROWDED_STEPS):
-            receiving = dist.irecv(incoming, left)
-            sending = dist.isend(outgoing, right)
-            receiving.wait()
-            sending.wait()
-
-    def dropped():
-        for _ in range(CROWDED_STEPS):
-            receiving = dist.irecv(incoming, left)
-            sending = dist.isend(outgoing, right)
-            receiving.wait()
-            sending.wait()
-            del receiving, sending      # released now, before the next step posts
+    def steps(drop_handles: bool):
+        def block():
+            for _ in range(CROWDED_STEPS):
+                receiving = dist.irecv(incoming, left)
+                sending = dist.isend(outgoing, right)
+                receiving.wait()
+                sending.wait()
+                if drop_handles:
+                    del receiving, sending      # released now, before the next step posts
+        return block
 
     # every block, not a summary: calibration_from records them as a timeline and fit_crowded_step takes
     # the median per step, the statistic every other calibrated quantity and chapter 03's epochs use
-    blocks = interleaved_times([kept, dropped], repetitions, summary=list)
-    return {"kept": blocks[0], "dropped": blocks[1]}
+    kept, dropped = interleaved_times([steps(drop_handles=False), steps(drop_handles=True)], repetitions,
+                                      summary=list)
+    return {"kept": kept, "dropped": dropped}
 
 
 def _cpu_share(repetitions: int) -> float:
