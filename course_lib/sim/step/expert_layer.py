@@ -4,7 +4,9 @@ Given how many rows each rank sends each other rank (the routing), every rank ru
 all-to-all, the dispatch, its experts on the rows it received, the combine; backward the same in reverse
 with the experts' work doubled. An all-to-all ends together for everyone: a rank cannot finish before
 the slowest has sent it its rows. So the rank whose experts got the most rows sets the pace, and the
-others wait for it at the combine (the chapter measures the same on real ranks).
+others wait for it at the combine (the chapter measures the same on real ranks). On the student's
+machine the ranks share its cores (``cores=``): while several compute, each runs slower, and the busy
+rank speeds up once the light ones are done.
 """
 
 from __future__ import annotations
