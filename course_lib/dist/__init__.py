@@ -23,7 +23,7 @@ _EXPORTS = {
     "predict_ddp_step": "predictions", "compare_epochs": "predictions",
     "predict_python_all_reduce": "predictions", "compare_fed_back": "fed_back",
     "fed_back_cluster": "fed_back", "compare_timelines": "predictions",
-    "predict_ring_attention": "predictions", "predict_pipeline_step": "predictions",
+    "predict_ring_attention": "laptop_timelines", "predict_pipeline_step": "laptop_timelines",
     "stage_seconds_alone": "stage_timing",
     "ExpertsAlone": "expert_timing", "all_to_all_link": "expert_timing", "expert_pieces": "expert_timing",
     "experts_alone": "expert_timing", "experts_cores": "expert_timing",

@@ -19,11 +19,8 @@ from torch import nn
 
 from course_lib.sim import (
     MLPSpec,
-    Schedule,
     Timeline,
     make_cluster,
-    ring_attention_timeline,
-    simulate_pipeline,
     simulate_training_step,
 )
 from course_lib.sim.cluster.laptop import (
@@ -33,13 +30,13 @@ from course_lib.sim.cluster.laptop import (
     laptop_preset,
     prediction_line,
     python_all_reduce_time,
-    python_hop_time,
     within,
 )
 from course_lib.sim.cluster.prediction_report import milliseconds
 
 from .calibration import predict_all_reduce
 from .ddp_step import ddp_training
+from .laptop_timelines import predict_pipeline_step, predict_ring_attention
 from .runner import run_ranks
 from .timing_harness import interleaved_lanes, measure_all_reduce
 
@@ -266,41 +263,3 @@ def compare_timelines(chapter: str, what: str, measured: Timeline, predicted: Ti
         seconds = measured_seconds
     return Comparison(chapter, what, seconds, predicted.makespan, parts=measured, details=details,
                       overlap=overlap)
-
-
-def predict_ring_attention(machine, ranks: int, block_seconds: float, chunk_bytes: float,
-                           title: str = "simulated ring") -> Timeline:
-    """The simulator's ring attention (``ring_attention_timeline``) on ``ranks`` processes of the
-    calibrated ``machine``: each block's work, timed on one process alone (``block_seconds``), slowed
-    as the ranks share the measured cores (``compute_slowdown``), plus one ``python_hop_time`` (the
-    crowded ring's measured step once the ranks outnumber the cores): a Python step's own cost (posting
-    ``isend``/``irecv``, waiting, being woken) runs on the rank's time, and no overlap hides it
-    (``benchmarks/bench_ring_step.py``). Each pass of a chunk of K and V (``chunk_bytes``) moves its
-    bytes over the point-to-point link under the next block."""
-    calibration = machine.calibration
-    block = block_seconds * compute_slowdown(calibration, ranks) + python_hop_time(calibration, ranks)
-    step = chunk_bytes / calibration.point_to_point.bandwidth
-    return ring_attention_timeline(ranks, block, step, title=title)
-
-
-def predict_pipeline_step(machine, schedule: Schedule, forward_seconds, backward_seconds,
-                          activation_bytes: float) -> Timeline:
-    """The simulator's pipeline step (``simulate_pipeline``) for ``schedule`` with its stages as processes
-    of the calibrated ``machine``: each stage's forward and backward of one micro-batch timed on one
-    process alone (``forward_seconds``, ``backward_seconds``: one per stage), slowed as the ranks share
-    the measured cores (``compute_slowdown``: every stage at the rate all of them get computing at once),
-    and each hop between stages one ``python_hop_time`` (the crowded ring's measured step once the ranks
-    outnumber the cores) plus the activation's bytes (``activation_bytes``) on the point-to-point link.
-
-    Every stage computes at the shared rate throughout, even while a neighbour waits: its waits last a
-    millisecond or so, and the simulator does not hand their cores to the others.
-    """
-    for name, seconds in (("forward_seconds", forward_seconds), ("backward_seconds", backward_seconds)):
-        if len(seconds) != schedule.stages:
-            raise ValueError(f"{name} must hold one time per stage ({schedule.stages}), got {len(seconds)}")
-    calibration = machine.calibration
-    slowdown = compute_slowdown(calibration, schedule.stages)
-    link = calibration.point_to_point
-    hop = python_hop_time(calibration, schedule.stages) + activation_bytes / link.bandwidth
-    return simulate_pipeline(schedule, [t * slowdown for t in forward_seconds],
-                             [t * slowdown for t in backward_seconds], t_comm=hop)

@@ -12,7 +12,7 @@ rank speeds up once the light ones are done.
 from __future__ import annotations
 
 from ..checks import amount, whole
-from ..cluster.laptop import shared_core_finish_times
+from ..cluster.shared_cores import shared_core_finish_times
 from ..collectives.cost import check_link
 from ..timeline import Timeline
 
