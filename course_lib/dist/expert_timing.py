@@ -97,7 +97,7 @@ def experts_alone(layer, make_expert, router_logits: torch.Tensor, hidden: int, 
     ``layer(tokens, router_logits, local_experts, k)``: the layer (chapter 11's ``expert_parallel_forward``),
     run on one rank; ``make_expert()``: a new expert module mapping (n, ``hidden``) rows to (n, ``hidden``);
     ``router_logits``: (ranks, tokens per rank, experts), each rank's router output."""
-    ranks, tokens, experts = _shape(router_logits)
+    ranks, _, experts = _shape(router_logits)
     pieces = expert_pieces(router_logits, k)
     timed = run_ranks(_timed_alone, 1, layer, make_expert, pieces, router_logits[0], hidden, k,
                       experts // ranks, repetitions, timeout=timeout)[0]
