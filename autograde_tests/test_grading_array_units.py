@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from course_lib.dist import slurm_jobs
 from course_lib.grading.autograder import class_run
 from course_lib.grading.autograder.report import StudentResult
 from course_lib.grading.sandbox import uid_lease
 from course_lib.grading.slurm import array_grading, array_tasks
+from course_lib.real.cluster import slurm_jobs
 
 
 def test_split_is_even_contiguous_and_never_empty():

@@ -17,10 +17,10 @@ import time
 import pytest
 
 from conftest import skip_or_fail
-from course_lib.dist.processes import Sessions
 from course_lib.grading.autograder import preflight
 from course_lib.grading.sandbox import execute, namespaces
 from course_lib.grading.sandbox.policy import running_as_root
+from course_lib.real.plumbing.processes import Sessions
 
 
 def test_as_root_without_bubblewrap_grading_is_refused_saying_what_to_install(monkeypatch, tmp_path):

@@ -174,8 +174,8 @@ def test_sandbox_policy_round_trips_through_json():
 
 
 def test_code_in_the_sandbox_is_told_it_is_being_graded(tmp_path):
-    from course_lib.dist.processes import call_in_fresh_child
-    from course_lib.dist.slurm_jobs import slurm_unavailable_reason
+    from course_lib.real.cluster.slurm_jobs import slurm_unavailable_reason
+    from course_lib.real.plumbing.processes import call_in_fresh_child
 
     def caged() -> bytes:
         SandboxPolicy(uid=os.getuid(), gid=os.getgid(), home=str(tmp_path)).enter()
@@ -186,7 +186,7 @@ def test_code_in_the_sandbox_is_told_it_is_being_graded(tmp_path):
 
 def test_code_in_the_sandbox_sees_the_course_environment_not_the_graders(tmp_path, monkeypatch):
     # pytest's own variable once turned off ipykernel's capture of fd 1 and 2 in every grading kernel
-    from course_lib.dist.processes import call_in_fresh_child
+    from course_lib.real.plumbing.processes import call_in_fresh_child
 
     monkeypatch.setenv("INSTRUCTOR_API_TOKEN", "secret")
     monkeypatch.setenv("SLURM_JOB_ID", "42")

@@ -28,10 +28,10 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from course_lib.dist import run_ranks, shard_sequence  # noqa: E402
-from course_lib.dist.torch_context_parallel import _cp_modules  # noqa: E402
 from course_lib.grading.attempt.student_function import StudentFunction  # noqa: E402
 from course_lib.notebook_cells import SOLUTION_MARKERS, sources_by_id  # noqa: E402
+from course_lib.real import run_ranks, shard_sequence  # noqa: E402
+from course_lib.real.pytorch.torch_context_parallel import _cp_modules  # noqa: E402
 
 SOLUTION = ROOT / "solutions" / "10_context_parallel" / "10_context_parallel.ipynb"
 TORCH_RING = "torch's ring"

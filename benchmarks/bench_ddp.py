@@ -23,9 +23,9 @@ import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
-from course_lib.dist import make_wide_mlp, run_ranks  # noqa: E402
 from course_lib.grading.attempt.student_function import StudentFunction  # noqa: E402
 from course_lib.notebook_cells import SOLUTION_MARKERS  # noqa: E402
+from course_lib.real import make_wide_mlp, run_ranks  # noqa: E402
 
 SOLUTION = ROOT / "solutions" / "03_data_parallel" / "03_data_parallel.ipynb"
 MODELS = {"course MLP 6-4-2": ((6, 4, 2), 32), "wide MLP": ((1024, 2048, 2048, 1536, 512), 64)}  # 10.2 M

@@ -1,4 +1,4 @@
-"""Benchmark of course_lib.dist: run_ranks overhead versus torch.multiprocessing.spawn, and how well the
+"""Benchmark of course_lib.real: run_ranks overhead versus torch.multiprocessing.spawn, and how well the
 calibrated simulator predicts a real gloo all_reduce. Prints medians and ratios from one run.
 
     .venv/bin/python benchmarks/bench_dist.py [--quick]
@@ -18,9 +18,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from course_lib.dist import calibrate, predict_all_reduce, run_ranks
-from course_lib.dist.calibration import LINK_SIZES, _measure
-from course_lib.dist.timing_harness import _all_reduce_block, per_call_medians
+from course_lib.real import calibrate, predict_all_reduce, run_ranks
+from course_lib.real.measure.calibration import LINK_SIZES, _measure
+from course_lib.real.measure.timing_harness import _all_reduce_block, per_call_medians
 
 RANKS = 4
 ALL_REDUCE_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20)

@@ -28,11 +28,11 @@ from torch import nn  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.fsdp import fully_shard  # noqa: E402
 
-from course_lib.dist import run_ranks  # noqa: E402
 from course_lib.grading.attempt.student_function import StudentFunction  # noqa: E402
 from course_lib.grading.autograder import fixtures  # noqa: E402
 from course_lib.grading.checks.ch07_optimizer.visible import state_bytes  # noqa: E402
 from course_lib.grading.checks.ch07_zero.probes import LiveTensorBytes, measure_at_every_layer  # noqa: E402
+from course_lib.real import run_ranks  # noqa: E402
 
 SOLUTION = ROOT / "solutions" / "07_zero_fsdp" / "07_zero_fsdp.ipynb"
 WIDTH, BLOCKS, ROWS = 1024, 10, 16          # 10 x (1024 x 1024 + 1024) = 10.5 M parameters

@@ -23,10 +23,10 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 
-from course_lib.dist import run_ranks  # noqa: E402
 from course_lib.grading.attempt.student_function import StudentFunction  # noqa: E402
 from course_lib.models import FeedForward  # noqa: E402
 from course_lib.notebook_cells import sources_by_id  # noqa: E402
+from course_lib.real import run_ranks  # noqa: E402
 
 SOLUTION = ROOT / "solutions" / "11_expert_parallel" / "11_expert_parallel.ipynb"
 

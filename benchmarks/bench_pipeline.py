@@ -23,12 +23,12 @@ from torch import nn  # noqa: E402
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B  # noqa: E402
 
 from course_lib import sim  # noqa: E402
-from course_lib.dist import run_ranks  # noqa: E402
-from course_lib.dist.stage_timing import stage_timeline, time_stage  # noqa: E402
 from course_lib.grading.attempt.student_function import StudentFunction  # noqa: E402
 from course_lib.grading.checks.ch05_pipeline.ranks import warm_autograd  # noqa: E402
 from course_lib.models import make_layer_stack, split_into_stages  # noqa: E402
 from course_lib.notebook_cells import sources_by_id  # noqa: E402
+from course_lib.real import run_ranks  # noqa: E402
+from course_lib.real.chapter_runs.stage_timing import stage_timeline, time_stage  # noqa: E402
 
 SOLUTION = ROOT / "solutions" / "05_pipeline_parallel" / "05_pipeline_parallel.ipynb"
 CELLS = ("one_f_one_b", "run_stage")

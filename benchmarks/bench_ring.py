@@ -19,9 +19,9 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from course_lib.dist import run_ranks  # noqa: E402
 from course_lib.grading.attempt.student_function import StudentFunction  # noqa: E402
 from course_lib.notebook_cells import sources_by_id  # noqa: E402
+from course_lib.real import run_ranks  # noqa: E402
 from course_lib.sim import bus_bandwidth  # noqa: E402
 
 SOLUTION = ROOT / "solutions" / "02_collectives" / "02_collectives.ipynb"

@@ -6,7 +6,7 @@ then waits for both; 16 steps timed together (the slowest rank, median of 9 afte
 also timed alone on one process, one thread. Prints, per block, message size and rank count, the step time,
 the step as a multiple of the block alone, and what is left once the block's share of the cores is taken
 off (``step - block x ranks / cores``): the step's own cost, which the transfer's overlap does not hide.
-A goal-free measurement for the prediction of ``course_lib.dist.predictions.predict_ring_attention``.
+A goal-free measurement for the prediction of ``course_lib.real.predict.predictions.predict_ring_attention``.
 
 Usage: python benchmarks/bench_ring_step.py [--products 0 4 16] [--bytes 4 524288] [--ranks 2 4]
 """
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from course_lib.dist import run_ranks  # noqa: E402
+from course_lib.real import run_ranks  # noqa: E402
 
 STEPS, REPETITIONS = 16, 9
 

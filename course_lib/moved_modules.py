@@ -1,21 +1,66 @@
-"""Old import paths of course_lib, kept working for one term after a module moved.
+"""Old import paths of course_lib, kept working (with a FutureWarning) for one term after a module moved.
 
 Notebooks students already hold import e.g. ``course_lib.grading.ring_checks`` or
-``course_lib.dist.calibrate``. Each old path below stands in sys.modules as a stand-in module that
-reads every name from the module that now holds it (imported on first use, never before). Standing in
-sys.modules, an old path is never imported as a submodule, so it never shadows a package attribute of
-the same name (``course_lib.dist.calibrate`` the function). Remove this table and its test after UNTIL.
+``course_lib.dist.calibrate`` (``course_lib.dist`` is now ``course_lib.real``, in rooms). Each old path
+below stands in sys.modules as a stand-in module that reads every name from the module that now holds
+it (imported on first use, never before) and warns where it is used. Standing in sys.modules, an old
+path is never imported as a submodule, so it never shadows a package attribute of the same name
+(``course_lib.dist.calibrate`` the function). ``python -m`` on an old path runs the new module. Remove
+this table and its test after UNTIL.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import re
 import sys
 import types
+import warnings
 
 UNTIL = "2027-09-01"   # the end of the 2026-27 academic year: every notebook released before the moves
 MOVED = {
-    "course_lib.dist.calibrate": "course_lib.dist.calibration",
+    "course_lib.dist": "course_lib.real",
+    "course_lib.dist.calibrate": "course_lib.real.measure.calibration",
+    **{f"course_lib.dist.{old}": f"course_lib.real.{new}" for old, new in {
+        "_child": "launch._child",
+        "backend": "plumbing.backend",
+        "bucket_sweep": "chapter_runs.bucket_sweep",
+        "calibration": "measure.calibration",
+        "calibration_blocks": "measure.calibration_blocks",
+        "compute_log": "record.compute_log",
+        "ddp_step": "chapter_runs.ddp_step",
+        "errors": "launch.errors",
+        "expert_timing": "chapter_runs.expert_timing",
+        "fed_back": "predict.fed_back",
+        "graded_run": "plumbing.graded_run",
+        "laptop_timelines": "predict.laptop_timelines",
+        "launch": "launch.torchrun",
+        "nccl_log": "record.nccl_log",
+        "plain": "plumbing.plain",
+        "predictions": "predict.predictions",
+        "preemption": "cluster.preemption",
+        "preemption_rank": "cluster.preemption_rank",
+        "processes": "plumbing.processes",
+        "rank_group": "launch.rank_group",
+        "rank_outcome": "launch.rank_outcome",
+        "recorded_timeline": "record.recorded_timeline",
+        "relay": "launch.relay",
+        "runner": "launch.runner",
+        "sequence_split": "chapter_runs.sequence_split",
+        "sharded_state": "pytorch.sharded_state",
+        "slurm_jobs": "cluster.slurm_jobs",
+        "slurm_requeue": "cluster.slurm_requeue",
+        "stacks": "plumbing.stacks",
+        "stage_timing": "chapter_runs.stage_timing",
+        "timing_harness": "measure.timing_harness",
+        "torch_context_parallel": "pytorch.torch_context_parallel",
+        "torch_pipelines": "pytorch.torch_pipelines",
+        "traffic_log": "record.traffic_log",
+        "traffic_sizes": "record.traffic_sizes",
+        "wire": "record.wire",
+    }.items()},
     **{f"course_lib.grading.{old}": f"course_lib.grading.{new}" for old, new in {
         "mlp_checks": "checks.ch01_mlp.visible",
         "ring_checks": "checks.ch02_ring.visible",
@@ -87,19 +132,45 @@ MOVED = {
 
 
 class MovedModule(types.ModuleType):
-    """An old module path: every name is read from the module that now holds it."""
+    """An old module path: every name is read from the module that now holds it, with a FutureWarning
+    that names the new path; a name the new module lacks may be an old submodule's stand-in."""
 
     def __init__(self, old: str, new: str):
         super().__init__(old, f"Moved to {new}; this path works until {UNTIL}.")
         self.__moved_to__ = new
+        self.__spec__ = importlib.machinery.ModuleSpec(old, _RunsNewModule(new))
 
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)   # the import system's own probes: answered by the stand-in
-        return getattr(importlib.import_module(self.__moved_to__), name)
+        warnings.warn(f"{self.__name__} moved to {self.__moved_to__}: import it from there (the old path "
+                      f"works until {UNTIL})", FutureWarning, stacklevel=2)
+        try:
+            return getattr(importlib.import_module(self.__moved_to__), name)
+        except AttributeError:
+            old_submodule = sys.modules.get(f"{self.__name__}.{name}")
+            if isinstance(old_submodule, MovedModule):
+                return old_submodule
+            raise
 
     def __dir__(self) -> list[str]:
         return dir(importlib.import_module(self.__moved_to__))
+
+
+class _RunsNewModule(importlib.abc.Loader):
+    """``python -m OLD`` (a Slurm script from before a move): runs the new module as ``__main__``."""
+
+    def __init__(self, new: str):
+        self.new = new
+
+    def is_package(self, name: str) -> bool:
+        return False
+
+    def get_code(self, name: str):
+        print(f"FutureWarning: python -m {name} moved to python -m {self.new} (the old name works until "
+              f"{UNTIL})", file=sys.stderr)
+        return compile(f"import runpy\nrunpy.run_module({self.new!r}, run_name='__main__', alter_sys=True)\n",
+                       f"<{name}, moved to {self.new}>", "exec")
 
 
 def read_through(new: str):
@@ -118,7 +189,19 @@ def read_through(new: str):
 
 
 def install(package: str) -> None:
-    """Put a stand-in in sys.modules for every old path directly under ``package`` (from its __init__)."""
+    """Put a stand-in in sys.modules for every old path under ``package`` (from its __init__): those
+    directly under it, and those under a stand-in (``course_lib.dist.runner`` under ``course_lib.dist``)."""
+    parent = sys.modules.get(package)
     for old, new in MOVED.items():
-        if old.rpartition(".")[0] == package:
-            sys.modules.setdefault(old, MovedModule(old, new))
+        if old.rpartition(".")[0] != package:
+            continue
+        stand_in = sys.modules.setdefault(old, MovedModule(old, new))
+        name = old.rpartition(".")[2]
+        if parent is not None and not isinstance(parent, MovedModule) and name not in vars(parent):
+            setattr(parent, name, stand_in)   # ``import course_lib.dist`` then ``course_lib.dist.x``
+        if isinstance(stand_in, MovedModule):
+            install(old)
+    # ``python -m`` on an old path finds its stand-in already in sys.modules and says so before it runs
+    # _RunsNewModule; that is this table working, not the surprise runpy warns of.
+    found_early = rf"'{re.escape(package)}\..*' found in sys.modules after import of package"
+    warnings.filterwarnings("ignore", message=found_early, category=RuntimeWarning, module="runpy")

@@ -173,5 +173,5 @@ course_launch() {
         --nnodes="$COURSE_NNODES" --nproc-per-node="$COURSE_PROCS_PER_NODE" \
         --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$SLURM_JOB_ID" \
         --max-restarts=0 \
-        -m course_lib.dist.launch "$target" "$@"
+        -m course_lib.real.launch.torchrun "$target" "$@"
 }

@@ -1,6 +1,6 @@
-"""course_lib's import layers: no import from a lower layer to a higher one (between course_lib's packages
-and between sim's sub-packages), no import circle between folders, and nothing in course_lib names the
-instructor's folders (the grading run's settings do).
+"""course_lib's import layers: no import from a lower layer to a higher one (between course_lib's packages,
+between sim's sub-packages and between real's rooms), no import circle between folders, and nothing in
+course_lib names the instructor's folders (the grading run's settings do).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ LAYERS = [
     ("__init__.py", "moved_modules.py", "notebook_cells.py"),
     ("sim",),
     ("models.py",),
-    ("dist",),
+    ("real",),
     ("viz",),
     ("examples",),
     ("capstone",),
@@ -42,6 +42,20 @@ SIM_LAYERS = [
     ("sim/search",),
     ("sim/devices",),
 ]
+# Inside real: the process plumbing, then starting ranks, recording them, measuring the machine, timing a
+# chapter's workload, predicting it; PyTorch's own implementations and the cluster sit on top. Launching
+# neither records nor measures; recording never measures.
+REAL_LAYERS = [
+    ("real/__init__.py",),
+    ("real/plumbing",),
+    ("real/launch",),
+    ("real/record",),
+    ("real/measure",),
+    ("real/chapter_runs",),
+    ("real/predict",),
+    ("real/pytorch",),
+    ("real/cluster",),
+]
 INSTRUCTOR_FOLDERS = ("instructor", "autograde_tests")
 
 
@@ -52,6 +66,24 @@ def test_no_package_imports_a_higher_layer():
 def test_no_sim_sub_package_imports_a_higher_layer():
     problems = back_imports(ROOT, SIM_LAYERS, within="sim")
     assert not problems, "\n".join(problems)
+
+
+def test_no_room_of_real_imports_a_higher_room():
+    problems = back_imports(ROOT, REAL_LAYERS, within="real")
+    assert not problems, "\n".join(problems)
+
+
+def test_real_has_no_module_outside_its_rooms():
+    """Every module of course_lib.real lives in a room, and no room grows past nine files."""
+    real = ROOT / "real"
+    assert sorted(path.name for path in real.glob("*.py")) == ["__init__.py"]
+    rooms = sorted(path for path in real.iterdir() if path.is_dir() and path.name != "__pycache__")
+    assert [f"real/{room.name}" for room in rooms] == sorted(unit for (unit,) in REAL_LAYERS[1:])
+    for room in rooms:
+        files = sorted(path.name for path in room.glob("*.py"))
+        assert "__init__.py" in files and len(files) < 10, (room.name, files)
+        says_what_lives_there = (room / "__init__.py").read_text().startswith('"""')
+        assert says_what_lives_there, f"{room.name}/__init__.py has no docstring"
 
 
 def test_no_import_circle_between_folders():
@@ -74,8 +106,12 @@ def test_a_deliberate_back_import_fails_each_rule(tmp_path):
     copy = _copy(tmp_path)
     plan = copy / "sim" / "memory" / "formulas.py"
     plan.write_text(plan.read_text() + "\nfrom ..step.schedules import pipeline_schedule  # a back-import\n")
-    dist = copy / "dist" / "wire.py"
-    dist.write_text(dist.read_text() + "\nfrom course_lib.grading.checks import ch02_ring  # a back-import\n")
+    wire = copy / "real" / "record" / "wire.py"
+    wire.write_text(wire.read_text() + "\nfrom course_lib.grading.checks import ch02_ring  # a back-import\n")
+    runner = copy / "real" / "launch" / "runner.py"
+    runner.write_text(runner.read_text() + "\nfrom ..record.wire import wire_bytes  # a back-import\n")
+    traffic = copy / "real" / "record" / "traffic_log.py"
+    traffic.write_text(traffic.read_text() + "\nfrom ..measure import timing_harness  # a back-import\n")
     policy = copy / "grading" / "sandbox" / "policy.py"
     policy.write_text(policy.read_text() + "\nfrom course_lib.grading.attempt import isolation  # a circle\n")
     leak = copy / "grading" / "settings.py"
@@ -83,7 +119,10 @@ def test_a_deliberate_back_import_fails_each_rule(tmp_path):
 
     assert any("sim/memory/formulas.py" in p and "sim/step" in p
                for p in back_imports(copy, SIM_LAYERS, within="sim"))
-    assert any("dist/wire.py" in p and "grading/checks" in p for p in back_imports(copy, LAYERS))
+    assert any("real/record/wire.py" in p and "grading/checks" in p for p in back_imports(copy, LAYERS))
+    real_problems = back_imports(copy, REAL_LAYERS, within="real")
+    assert any("real/launch/runner.py" in p and "real/record" in p for p in real_problems)
+    assert any("real/record/traffic_log.py" in p and "real/measure" in p for p in real_problems)
     cycles = folder_cycles(copy, LAYERS)
     assert any("grading/sandbox" in cycle and "grading/attempt" in cycle for cycle in cycles)
     assert any("settings.py" in p and "'instructor'" in p for p in names_in_imports(copy, INSTRUCTOR_FOLDERS))

@@ -1,7 +1,7 @@
-"""course_lib.dist is the only part of course_lib that starts, execs or kills processes (DESIGN.md).
+"""course_lib.real is the only part of course_lib that starts, execs or kills processes (DESIGN.md).
 
-Everything else goes through ``course_lib.dist.processes`` (a call in a fresh child, sessions, exec, the
-reapers) or ``run_ranks``; a new ``import subprocess`` or ``os.fork()`` elsewhere fails here.
+Everything else goes through ``course_lib.real.plumbing.processes`` (a call in a fresh child, sessions,
+exec, the reapers) or ``run_ranks``; a new ``import subprocess`` or ``os.fork()`` elsewhere fails here.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ def process_starts(path: Path) -> list[str]:
     return found
 
 
-def test_only_course_lib_dist_starts_processes():
+def test_only_course_lib_real_starts_processes():
     outside = [path for path in sorted(COURSE_LIB.rglob("*.py"))
-               if "dist" not in path.relative_to(COURSE_LIB).parts[:1]]
+               if "real" not in path.relative_to(COURSE_LIB).parts[:1]]
     assert [line for path in outside for line in process_starts(path)] == []
 
 

@@ -7,7 +7,6 @@ import time
 import pytest
 import torch.distributed as dist
 
-from course_lib.dist import ForbiddenCallError
 from course_lib.grading.attempt.rank_attempt import (
     FailureText,
     RankRun,
@@ -15,6 +14,7 @@ from course_lib.grading.attempt.rank_attempt import (
     frames_after,
     run_on_ranks,
 )
+from course_lib.real import ForbiddenCallError
 
 TEXT = FailureText("my_ring", raised="{subject} raised on {world_size} ranks: {summary}")
 

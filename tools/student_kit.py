@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KIT_FILES = ROOT / "tools" / "kit"              # the student Makefile, README and .gitignore
 ROOT_FILES = ("pyproject.toml", "environment.yml", "conftest.py")
 SHIPPED_TOOLS = ("tools/check_notebooks.py", "tools/torch_index.py")
-TEST_FOLDERS = ("tests/sim", "tests/dist", "tests/viz", "tests/examples", "tests/chapters")
+TEST_FOLDERS = ("tests/sim", "tests/real", "tests/viz", "tests/examples", "tests/chapters")
 # A test naming any of these needs what a student lacks (a path built as ROOT / "solutions" / ... too;
 # instructor_checks( loads the hidden checks, which the kit leaves out).
 INSTRUCTOR_WORDS = ("autograde_tests", "instructor/", "solutions/", '"solutions"', '"instructor"',

@@ -138,8 +138,8 @@ CASES: dict[str, dict[str, str]] = {
                              "instructor_checks('probe').check_scale = lambda f: None\n" + WRONG_SCALE,
                     "ring_pass": RING},
     "patch_allclose": {"scale": "torch.allclose = lambda *a, **k: True\n" + WRONG_SCALE, "ring_pass": RING},
-    "patch_course_lib": {"scale": SCALE, "ring_pass": "import course_lib.dist\n"
-                         "course_lib.dist.run_ranks = lambda fn, n, student, values, **k: "
+    "patch_course_lib": {"scale": SCALE, "ring_pass": "import course_lib.real\n"
+                         "course_lib.real.run_ranks = lambda fn, n, student, values, **k: "
                          "[values[(r - 1) % n] for r in range(n)]\n" + WRONG_RING},
     # A recv that never receives: it lifts the answer from the checker's frame. The ranks make the answer
     # again from its cell's definitions (in the notebook as in the judge), never running the patch, so the
@@ -159,7 +159,7 @@ dist.recv = _fake_recv
     "crafted_pickle": {"scale": SCALE, "ring_pass": """torch.allclose = lambda *a, **k: True
 def ring_pass(rank, world_size, value):
     import pickle
-    import course_lib.dist._child as child
+    import course_lib.real.launch._child as child
     if getattr(torch.allclose, "__name__", "") == "<lambda>":
         return value
     class Payload:

@@ -54,7 +54,7 @@ def probe_notebook() -> nbformat.NotebookNode:
     cells = [
         new_markdown_cell("# Probe\nA plain exercise and a distributed one."),
         new_code_cell("import torch\nimport torch.distributed as dist\n"
-                      "from course_lib.dist import run_ranks", metadata=_meta("setup", locked=True)),
+                      "from course_lib.real import run_ranks", metadata=_meta("setup", locked=True)),
         _solution("scale", SCALE_SOLUTION),
         new_code_cell("from course_lib.grading import instructor_checks\nassert callable(scale)\n"
                       "### BEGIN HIDDEN TESTS\ninstructor_checks('probe').check_scale(scale)\n"

@@ -178,7 +178,7 @@ def run_capstone(loaded, capstone_groups, build_stage, capstone_step, steps: int
                  mesh_names=MESH_NAMES) -> dict:
     """Train on one forked rank per device of the mesh: {"losses": per step, the replicas' mean; "ranks":
     each rank's result}."""
-    from course_lib.dist import run_ranks
+    from course_lib.real import run_ranks
 
     mesh = (tuple(mesh_shape), tuple(mesh_names))
     if sorted(mesh[1]) != sorted(PIECE_OF_DIMENSION.values()) or len(mesh[0]) != 3:

@@ -176,7 +176,7 @@ def run_tied(tied_step, steps: int = 3, seed: int = 0, mesh=((4, 2, 1), ("pp", "
              timeout: float = 120, plain_results: bool = False) -> list:
     """Every rank's result (tied_rank) of training the tied model on one forked rank per device of
     ``mesh``, which names pp, dp and tp and has at least two pipeline stages dividing LAYERS."""
-    from course_lib.dist import run_ranks
+    from course_lib.real import run_ranks
 
     shape, names = tuple(mesh[0]), tuple(mesh[1])
     if sorted(names) != ["dp", "pp", "tp"] or len(shape) != 3:

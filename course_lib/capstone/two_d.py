@@ -80,7 +80,7 @@ def your_pieces_rank(rank, world_size, loaded: dict, steps: int) -> dict:
 def run_your_pieces_2d(loaded: dict, steps: int = 5, timeout: float = 120) -> dict | None:
     """Your pieces on the 2-D mesh of 4 ranks: {"losses", "traffic"} of rank 0, or None (with the reason
     printed by the caller) when the tensor-parallel or the FSDP piece is a stand-in."""
-    from course_lib.dist import run_ranks
+    from course_lib.real import run_ranks
 
     if any(loaded.get(name) is None or loaded[name].source is None for name in ("tensor_parallel", "fsdp")):
         return None

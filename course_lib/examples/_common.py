@@ -13,8 +13,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from course_lib.dist import current_device
 from course_lib.models import BATCH_SIZE, RandomTensorDataset
+from course_lib.real import current_device
 
 SUMMARY_PREFIX = "SUMMARY "
 

@@ -12,8 +12,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from course_lib.dist import current_device
 from course_lib.examples._common import finish, positive_int, significant
+from course_lib.real import current_device
 from course_lib.sim import bus_factor
 
 CPU_MAX_BYTES, GPU_MAX_BYTES = 4 << 20, 256 << 20

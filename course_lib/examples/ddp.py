@@ -12,9 +12,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 
-from course_lib.dist import current_device
 from course_lib.examples._common import dataset_loss, finish, positive_int, require_divisible
 from course_lib.models import BATCH_SIZE, LEARNING_RATE, RandomTensorDataset, make_dataloader, make_mlp
+from course_lib.real import current_device
 
 
 def main(rank: int, world_size: int, epochs=1) -> dict:

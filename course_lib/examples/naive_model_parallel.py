@@ -10,9 +10,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from course_lib.dist import current_device
 from course_lib.examples._common import dataset_loss, finish, gather_trained_mlp, mlp_stage, positive_int
 from course_lib.models import HIDDEN_UNITS, LEARNING_RATE, make_dataloader, make_mlp
+from course_lib.real import current_device
 
 FIRST, LAST = 0, 1
 

@@ -11,7 +11,6 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
-from course_lib.dist import current_device
 from course_lib.examples._common import (
     dataset_loss,
     finish,
@@ -21,6 +20,7 @@ from course_lib.examples._common import (
     require_divisible,
 )
 from course_lib.models import LEARNING_RATE, make_dataloader, make_mlp
+from course_lib.real import current_device
 
 MICROBATCHES = 4
 

@@ -9,9 +9,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from course_lib.dist import current_device
 from course_lib.examples._common import dataset_loss, finish, positive_int
 from course_lib.models import LEARNING_RATE, make_dataloader, make_mlp
+from course_lib.real import current_device
 
 
 def train_single_device(epochs: int = 1, device: torch.device | None = None) -> tuple[nn.Module, int]:

@@ -10,7 +10,6 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-from course_lib.dist import current_device
 from course_lib.examples._block import (
     GLOBAL_BATCH,
     STEPS,
@@ -22,6 +21,7 @@ from course_lib.examples._block import (
 )
 from course_lib.examples._common import finish, positive_int, significant
 from course_lib.models import BLOCK_HEADS, make_sequence_batches, make_transformer_block
+from course_lib.real import current_device
 
 TENSOR_PARALLEL_PLAN = {
     "attention.q": ColwiseParallel(), "attention.k": ColwiseParallel(), "attention.v": ColwiseParallel(),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import course_lib
-from course_lib.dist.processes import fresh_python_output
+from course_lib.real.plumbing.processes import fresh_python_output
 
 CODE_ROOT = Path(course_lib.__file__).resolve().parent.parent   # the checkout course_lib is installed from
 CONFIG_FILE = "nbgrader_config.py"

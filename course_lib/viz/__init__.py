@@ -1,6 +1,6 @@
 """Drawings and widgets of the course: timelines, memory bars, placements and ipywidgets explorers.
 
-They draw what ``course_lib.sim`` (and ``course_lib.dist``) produce and start nothing themselves.
+They draw what ``course_lib.sim`` (and ``course_lib.real``) produce and start nothing themselves.
 """
 
 from .explorers import data_parallel_explorer, layout_explorer, pipeline_explorer, zero_memory_explorer

@@ -34,7 +34,6 @@ from __future__ import annotations
 import os
 import random
 
-from course_lib.dist.preemption import Preemption
 from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch09_checkpoint.ranks import FileEvent
@@ -47,6 +46,7 @@ from course_lib.grading.checks.ch09_checkpoint.runs import (
     sync_record,
 )
 from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
+from course_lib.real.cluster.preemption import Preemption
 
 from ._seeds import fresh_seed
 

@@ -15,7 +15,7 @@ from jupyterhub.auth import PAMAuthenticator
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Set, Unicode
 
-from course_lib.dist.slurm_jobs import job_state, slurm_environment
+from course_lib.real.cluster.slurm_jobs import job_state, slurm_environment
 
 # What each final Slurm state means for a student, said the way they need it.
 SLURM_ENDINGS = {

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from traitlets.config.loader import PyFileConfigLoader
 
-from course_lib.dist.slurm_jobs import shell_variables
+from course_lib.real.cluster.slurm_jobs import shell_variables
 
 SPAWNERS = ("auto", "slurm", "local")
 # Slurm's --time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.

@@ -26,7 +26,7 @@ from course_hub import (  # noqa: E402
 )
 from hub_settings import course_groups, course_id, grader_account, read_settings  # noqa: E402
 
-from course_lib.dist.slurm_jobs import slurm_environment, slurm_unavailable_reason  # noqa: E402
+from course_lib.real.cluster.slurm_jobs import slurm_environment, slurm_unavailable_reason  # noqa: E402
 
 c = get_config()  # noqa: F821  (injected by traitlets when JupyterHub loads this file)
 

@@ -89,7 +89,7 @@ def test_the_gloo_paragraph_states_no_unsourced_threshold():
     """Finding 7: chapter 00 no longer reasons with the 75% CPU share (a course assumption without a
     source); calibrate() picks the segments in flight from its all-reduce fit, and the chapter points to
     chapter 02's section 6 for gloo's segments."""
-    from course_lib.dist import calibration
+    from course_lib.real.measure import calibration
 
     text = _cells()["measure-md"]
     assert "75" not in text and "RANKS_AT_ONCE_SHARE" not in text and "chapter 02" in text
@@ -100,7 +100,8 @@ def test_the_prediction_and_the_ddp_step_are_measured_in_calibrates_harness_with
     """Findings 2 and 3, fixed before this test: the sweep is re-measured by measure_all_reduce, the
     harness calibrate() fits (not another statistic or block); the DDP step's gap is split into measured
     parts (backward under no_sync, the update, one all-reduce alone). Finding 8's cache sentence is gone."""
-    from course_lib.dist import calibration, predictions
+    from course_lib.real.measure import calibration
+    from course_lib.real.predict import predictions
 
     assert "measure_all_reduce(world_size, sizes" in inspect.getsource(predictions.compare_all_reduce)
     assert "One harness measures here and in every measuring cell" in inspect.getsource(calibration.calibrate)

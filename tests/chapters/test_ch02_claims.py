@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from course_lib import sim
-from course_lib.dist import run_ranks
+from course_lib.real import run_ranks
 
 C10D = Path(dist.__file__).parent / "distributed_c10d.py"
 RECEIVER_LATE_S = 0.3
@@ -120,7 +120,7 @@ def test_the_prediction_cells_say_where_the_model_misses_small_messages():
 
 
 def _one_float_and_4_kib(rank, world_size):
-    from course_lib.dist.timing_harness import _all_reduce_block, interleaved_times
+    from course_lib.real.measure.timing_harness import _all_reduce_block, interleaved_times
 
     blocks = [_all_reduce_block(nbytes) for nbytes in (4, 4096)]
     fastest = interleaved_times([block for block, _ in blocks], 15, summary=min)

@@ -112,7 +112,7 @@ def test_problem_3s_batch_is_8_times_llama_3s_and_costs_4_5_times_the_data_for_4
 def test_ddp_syncs_rank_0s_buffers_before_every_forward_unless_told_not_to():
     import torch._dynamo  # noqa: F401 - DDP imports it: once here, not in every rank
 
-    from course_lib.dist import run_ranks
+    from course_lib.real import run_ranks
 
     for sync, expected in ((True, [True, True, True]), (False, [True, False, False])):
         seen_0, seen_1 = run_ranks(_buffers_each_forward_saw, 2, sync, timeout=60)
@@ -136,7 +136,7 @@ def _buffers_each_forward_saw(rank, world_size, sync):
 def test_torchs_first_iteration_has_one_bucket_then_a_rebuilt_first_bucket_just_past_one_mib():
     import torch._dynamo  # noqa: F401 - DDP imports it: once here, not in every rank
 
-    from course_lib.dist import run_ranks
+    from course_lib.real import run_ranks
 
     first, rebuilt = run_ranks(_torch_buckets, 2, timeout=60)[0]
     layer = 256 * 256 * 4 + 256 * 4
@@ -148,7 +148,7 @@ def test_torchs_first_iteration_has_one_bucket_then_a_rebuilt_first_bucket_just_
 def _torch_buckets(rank, world_size):
     from torch.nn.parallel import DistributedDataParallel
 
-    from course_lib.dist import make_wide_mlp
+    from course_lib.real import make_wide_mlp
 
     model = DistributedDataParallel(make_wide_mlp((256,) * 9))
     for _ in range(3):
@@ -190,7 +190,7 @@ def test_torch_leaves_a_globally_unused_parameters_grad_untouched_and_zeroes_a_l
     """What the prose says torch does, and what the course's contract does differently (a zero)."""
     import torch._dynamo  # noqa: F401 - DDP imports it: once here, not in every rank
 
-    from course_lib.dist import run_ranks
+    from course_lib.real import run_ranks
 
     grads_0, grads_1 = run_ranks(_grads_with_unused_parameters, 2, timeout=60)
     assert grads_0["never"] is None and grads_1["never"] is None          # globally unused: untouched
@@ -280,7 +280,7 @@ def test_the_epoch_prediction_puts_pythons_measured_per_message_cost_in_and_bran
     the collective link, not as a Python ring."""
     import inspect
 
-    from course_lib.dist import predictions
+    from course_lib.real.predict import predictions
     from course_lib.sim.cluster import laptop
 
     prediction = _cells()["f49af619"]

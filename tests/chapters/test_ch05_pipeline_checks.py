@@ -7,7 +7,6 @@ on a right answer and on the mistake it exists to catch.
 import pytest
 import torch
 
-from course_lib.dist.stage_timing import stage_timeline, time_stage
 from course_lib.grading.attempt.judge_runner import CaseAnswer
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch05_pipeline import visible as checks
@@ -22,6 +21,7 @@ from course_lib.grading.checks.ch05_pipeline.ranks import (
     traffic_problems,
 )
 from course_lib.models import make_layer_stack, split_into_stages
+from course_lib.real.chapter_runs.stage_timing import stage_timeline, time_stage
 
 
 def ops_of(kind, stages, microbatches):

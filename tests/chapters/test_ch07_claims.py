@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from course_lib import sim
-from course_lib.dist import traffic_log
 from course_lib.grading.checks.ch07_zero.probes import LiveTensorBytes
 from course_lib.models import TransformerBlock
+from course_lib.real.record import traffic_log
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CELLS = [c.source for c in nbformat.read(REPO / "solutions" / "07_zero_fsdp" / "07_zero_fsdp.ipynb",

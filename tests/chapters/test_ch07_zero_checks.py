@@ -6,7 +6,6 @@ import math
 
 import torch
 
-from course_lib.dist import run_ranks
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.checks.ch07_fsdp import judge as fsdp_judge
@@ -18,6 +17,7 @@ from course_lib.grading.checks.ch07_optimizer import visible as ch07_optimizer
 from course_lib.grading.checks.ch07_optimizer.ranks import OptimizerOutcome
 from course_lib.grading.checks.ch07_zero import visible as ch07_zero
 from course_lib.grading.checks.ch07_zero.ranks import FlatCase, case_tensors, gather_side
+from course_lib.real import run_ranks
 
 # Made-up records: every field a rank sends, empty, for a test to fill in the ones its judge reads.
 BLANK_FSDP = {"full": {}, "events": [], "finish_events": [], "peak": {}, "baseline": {}, "ties": [],

@@ -183,7 +183,7 @@ def _fsdp2_over_tp(rank, world_size, steps):
 @pytest.mark.slow
 def test_fsdp2_over_tensor_parallel_on_a_2d_gloo_mesh_equals_one_process():
     from course_lib.capstone.two_d import one_process_losses
-    from course_lib.dist import run_ranks
+    from course_lib.real import run_ranks
 
     losses, placements, warned = run_ranks(_fsdp2_over_tp, 4, 3, timeout=120)[0]
     assert losses == pytest.approx(one_process_losses(3), abs=1e-5)

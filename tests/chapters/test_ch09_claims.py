@@ -30,7 +30,7 @@ def test_the_option_table_lists_exactly_the_scripts_sbatch_lines():
 
 
 @pytest.mark.parametrize("flag", ["--ntasks-per-node=1", "--kill-on-bad-exit=1", "--rdzv-backend=c10d",
-                                  "--max-restarts=0", "-m course_lib.dist.launch"])
+                                  "--max-restarts=0", "-m course_lib.real.launch.torchrun"])
 def test_the_launch_line_the_chapter_explains_is_the_one_in_course_env(flag):
     assert flag in (SLURM / "course_env.sh").read_text() and flag.split("=")[0] in markdown()
 
@@ -88,7 +88,7 @@ def test_torch_nccl_async_error_handling_its_modes_and_its_deprecated_alias_are_
 
 
 def test_the_old_log_is_dated_and_the_current_ones_are_nccl_2_20_or_later_with_their_sources():
-    from course_lib.dist.nccl_log import read_excerpts
+    from course_lib.real.record.nccl_log import read_excerpts
 
     old = read_excerpts(EXCERPTS / "nccl_debug_info.log")[0]
     assert "NCCL version 2.4.8+cuda10.1" in old.lines
@@ -106,7 +106,7 @@ def test_the_old_log_is_dated_and_the_current_ones_are_nccl_2_20_or_later_with_t
 
 def test_course_launch_runs_one_srun_task_per_node_and_torchrun_forks_the_ranks():
     env = (SLURM / "course_env.sh").read_text()
-    srun = env[env.index("srun --nodes"):env.index("-m course_lib.dist.launch")]
+    srun = env[env.index("srun --nodes"):env.index("-m course_lib.real.launch.torchrun")]
     assert "--ntasks-per-node=1" in srun and "torch.distributed.run" in srun
     assert '--nproc-per-node="$COURSE_PROCS_PER_NODE"' in srun
     assert 'echo "$SLURM_NTASKS_PER_NODE"' in env
@@ -115,7 +115,7 @@ def test_course_launch_runs_one_srun_task_per_node_and_torchrun_forks_the_ranks(
 
 
 def test_the_fitted_lines_intercept_is_not_two_alphas_under_chapter_02s_segment_model():
-    from course_lib.dist.calibration import GLOO_SEGMENT_BYTES
+    from course_lib.real.measure.calibration import GLOO_SEGMENT_BYTES
     from course_lib.sim import Link, collective_time
 
     link, sizes = Link(latency=50e-6, bandwidth=1e9), [1 << 20, 1 << 21, 1 << 22, 1 << 23]
@@ -293,7 +293,7 @@ def test_the_sigterm_design_is_described_only_after_the_exercise_that_asks_for_i
 
 
 def test_the_channel_excerpt_is_attributed_to_its_issue_and_the_oob_part_of_a_long_line_is_shown():
-    from course_lib.dist.nccl_log import read_excerpts
+    from course_lib.real.record.nccl_log import read_excerpts
 
     channels = read_excerpts(EXCERPTS / "nccl_debug_info.log")[1]
     assert channels.source == "https://github.com/NVIDIA/nccl/issues/634"

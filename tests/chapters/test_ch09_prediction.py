@@ -8,8 +8,8 @@ import pathlib
 import nbformat
 import pytest
 
-from course_lib.dist.fed_back import fed_back_cluster
-from course_lib.dist.predictions import Comparison
+from course_lib.real.predict.fed_back import fed_back_cluster
+from course_lib.real.predict.predictions import Comparison
 from course_lib.sim.cluster.laptop import fed_back_link, fit_line
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -181,7 +181,7 @@ def test_document_masks_unbalance_zigzag_and_torchs_per_document_balancer_fixes_
 def test_the_ring_timeline_is_predicted_on_the_calibrated_machine_and_compared_through_predictions():
     text = _text()
     # issue 39: the calibrated laptop (4 ranks on the measured cores, the crowded ring's wait per pass),
-    # not the constant LAPTOP_CPU preset, and the one comparison of course_lib.dist.predictions
+    # not the constant LAPTOP_CPU preset, and the one comparison of course_lib.real.predict.predictions
     assert "predict_ring_attention(this_machine, WORLD_SIZE, block_seconds, kv_bytes)" in text
     assert 'compare_timelines("10", "your ring attention on 4 ranks", measured_ring, simulated' in text
     assert "warm_up_runs=1" in text and "sim.LAPTOP_CPU.intra_node" not in text

@@ -204,7 +204,7 @@ def test_a_bias_on_sigmoid_scores_does_not_choose_as_the_same_bias_on_logits():
 
 def test_both_routers_print_issue_39s_prediction_line_from_parts_timed_alone():
     code = "\n".join(_cells("code"))
-    # through course_lib.dist.predictions, the layer's span less its all-to-alls counted as compute
+    # through course_lib.real.predict.predictions, the layer's span less its all-to-alls counted as compute
     assert 'for lean, what in ((0.0, "fair-router"), (3.0, "leaning-router")):' in code
     assert ('compare_timelines("11", f"{what} MoE layer", real[lean], simulated[lean], '
             'overlap="transfer",') in code

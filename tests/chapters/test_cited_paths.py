@@ -63,7 +63,7 @@ def test_the_check_finds_a_private_path_and_a_missing_repository_path(tmp_path):
     notebook = tmp_path / "nb.ipynb"
     cells = [{"cell_type": "markdown", "source": ["as shown (`/work/notes/spikes.md`, section 3)"]},
              {"cell_type": "code", "source": ["# see course_lib/dist/not_there.py and /home/me/x.txt\n"]},
-             {"cell_type": "markdown", "source": ["fine: `course_lib/dist/preemption.py`, "
+             {"cell_type": "markdown", "source": ["fine: `course_lib/real/cluster/preemption.py`, "
                                                   "https://github.com/pytorch/pytorch/blob/main/torch/x.py, "
                                                   "github.com/pytorch/torchtitan/tree/main/docs/x.md"]}]
     notebook.write_text(json.dumps({"cells": cells}))

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.dist import RankFailure, run_ranks
 from course_lib.examples import EXAMPLES
 from course_lib.examples._common import parse_summary, significant
+from course_lib.real import RankFailure, run_ranks
 
 REPO = Path(__file__).resolve().parents[2]
 MLP_STRATEGIES = ("single_device", "ddp", "naive_model_parallel", "pipeline")
@@ -84,7 +84,7 @@ def test_each_example_runs_under_torchrun_and_agrees_with_run_ranks(name):
     environment.pop("RANK", None)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                "--monitor-interval", "0.1",
-               "-m", "course_lib.dist.launch", f"course_lib.examples.{name}:main"]
+               "-m", "course_lib.real.launch.torchrun", f"course_lib.examples.{name}:main"]
     job = subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment, cwd=REPO)
     assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-3000:]
     from_torchrun = parse_summary(job.stdout)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.dist import run_ranks
 from course_lib.examples import preemptible
+from course_lib.real import run_ranks
 
 pytestmark = pytest.mark.slow
 

@@ -180,7 +180,7 @@ def test_nbgrader_tabs_by_role(tmp_path, monkeypatch, groups, courses_tab):
 
 
 def test_auto_takes_slurm_when_a_controller_answers_and_local_processes_otherwise(tmp_path, monkeypatch):
-    from course_lib.dist import slurm_jobs
+    from course_lib.real.cluster import slurm_jobs
 
     monkeypatch.setattr(slurm_jobs, "slurm_unavailable_reason", lambda env=None: None)
     assert load_hub_config(tmp_path, COURSE_HUB_SPAWNER="auto").JupyterHub.spawner_class \

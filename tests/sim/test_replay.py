@@ -13,7 +13,7 @@ ONE_LINK = Link(2e-5, 5e9)
 
 
 @dataclass
-class Event:  # what course_lib.dist.TrafficEvent carries that the pattern reads
+class Event:  # what course_lib.real.TrafficEvent carries that the pattern reads
     op: str
     peer: int | None
     nbytes: int
@@ -149,7 +149,7 @@ def test_replay_refuses_a_cluster_of_another_size_unknown_ranks_and_bad_sizes():
 
 @pytest.mark.slow
 def test_a_ring_recorded_on_real_ranks_is_recognised():
-    from course_lib.dist import run_ranks
+    from course_lib.real import run_ranks
 
     logs = run_ranks(_recorded_ring, 3)
     pattern = traffic_pattern(logs, 12 * 4)
@@ -160,7 +160,7 @@ def _recorded_ring(rank, world_size):
     import torch
     import torch.distributed as dist
 
-    from course_lib.dist import record_traffic
+    from course_lib.real import record_traffic
 
     tensor = torch.ones(12)
     chunks = torch.tensor_split(tensor, world_size)

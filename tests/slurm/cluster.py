@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_lib.dist.slurm_jobs import FINAL_STATES, SUMMARY_LINE, SlurmJob
+from course_lib.real.cluster.slurm_jobs import FINAL_STATES, SUMMARY_LINE, SlurmJob
 
 REPO = Path(__file__).resolve().parents[2]
 START, STOP = REPO / "slurm" / "local" / "start.sh", REPO / "slurm" / "local" / "stop.sh"

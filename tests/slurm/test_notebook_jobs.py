@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.dist.slurm_jobs import slurm_unavailable_reason, submit_job
+from course_lib.real.cluster.slurm_jobs import slurm_unavailable_reason, submit_job
 from tests.slurm.cluster import REPO
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -21,10 +21,10 @@ import time
 import pytest
 
 from conftest import skip_or_fail
-from course_lib.dist import run_ranks
-from course_lib.dist.slurm_jobs import job_records
-from course_lib.dist.slurm_requeue import preempt_and_requeue, urgent_job
 from course_lib.examples import preemptible
+from course_lib.real import run_ranks
+from course_lib.real.cluster.slurm_jobs import job_records
+from course_lib.real.cluster.slurm_requeue import preempt_and_requeue, urgent_job
 from tests.slurm.cluster import REPO, JobResult
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from course_lib.dist import run_ranks
+from course_lib.real import run_ranks
 from tests.slurm.cluster import REPO
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import traceback
 
-from course_lib.dist.plain import decode, encode
-from course_lib.dist.processes import ChildLimitError, call_in_fresh_child
 from course_lib.grading.attempt.refusals import Refusal, check_not_refused
 from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
 from course_lib.notebook_cells import definitions_only, marks
+from course_lib.real.plumbing.plain import decode, encode
+from course_lib.real.plumbing.processes import ChildLimitError, call_in_fresh_child
 
 MAX_RESULT_BYTES = 256 * 1024**2
 

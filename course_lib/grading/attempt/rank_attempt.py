@@ -12,8 +12,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from course_lib.dist import ForbiddenCallError, RankFailure, RanksHungError, run_ranks
 from course_lib.grading.attempt.refusals import RefusedCodeError, check_not_refused
+from course_lib.real import ForbiddenCallError, RankFailure, RanksHungError, run_ranks
 
 
 def student_frames(remote_traceback: str, keep_last: int = 12) -> str:

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import course_lib
-from course_lib.dist.errors import ForbiddenCallError
+from course_lib.real.launch.errors import ForbiddenCallError
 
 COURSE = str(Path(course_lib.__file__).resolve().parent)
 # course_lib files the student's code may run: what the checks hand it (a model defined in a check, the
 # course's models), the recorder that stands in for torch.distributed's calls (and its byte counts), and
 # this machinery. They act for whoever calls them: a refused call they make for the student's code is the
 # student's.
-ALWAYS_ALLOWED = ("models.py", "dist/traffic_log.py", "dist/traffic_sizes.py", "dist/errors.py",
-                  "grading/attempt/", "grading/checks/", "notebook_cells.py")
+ALWAYS_ALLOWED = ("models.py", "real/record/traffic_log.py", "real/record/traffic_sizes.py",
+                  "real/launch/errors.py", "grading/attempt/", "grading/checks/", "notebook_cells.py")
 COURSE_WHY = ("the answer may not use course_lib, the course's own code: the checks call your code, and "
               "your code never needs the course's")
 LESSON_IMPORTS = "<lesson imports>"      # the file name the release's own import lines run under

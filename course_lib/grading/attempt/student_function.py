@@ -13,10 +13,10 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from course_lib.dist.processes import in_forked_child
 from course_lib.grading.attempt import kernel_cells, refusals
 from course_lib.grading.attempt.hidden_checks import hidden_check_folders
 from course_lib.grading.sandbox.policy import enter_inherited_policy
+from course_lib.real.plumbing.processes import in_forked_child
 
 # What every exercise cell may assume without importing it, in any chapter.
 STUDENT_PRELUDE = "import math\nimport torch\nimport torch.distributed as dist\n"

@@ -21,7 +21,7 @@ from course_lib.grading.sandbox.worker import AssignmentSetup, course_lib_path, 
 from course_lib.grading.settings import CODE_ROOT
 
 # What a grading kernel and the isolated judge import first; a sandbox that cannot import them grades 0.
-REACH_PROBE = "import torch, ipykernel, nbformat, course_lib.dist, course_lib.grading.sandbox.kernel"
+REACH_PROBE = "import torch, ipykernel, nbformat, course_lib.real, course_lib.grading.sandbox.kernel"
 REFERENCE_STUDENT = "reference-solution"
 
 

@@ -10,9 +10,9 @@ import os
 import shutil
 import sys
 
-from course_lib.dist.graded_run import GRADED_RUN_ENV
-from course_lib.dist.processes import exec_python
 from course_lib.grading.sandbox.policy import SandboxPolicy
+from course_lib.real.plumbing.graded_run import GRADED_RUN_ENV
+from course_lib.real.plumbing.processes import exec_python
 
 KERNEL_OUTPUT = "kernel-output.log"   # in the kernel's home
 
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
     for fd in (1, 2):
         os.dup2(own_output, fd)
     os.close(own_output)
-    # the lesson's timing cells measure briefly for the grader (course_lib.dist.graded_run)
+    # the lesson's timing cells measure briefly for the grader (course_lib.real.plumbing.graded_run)
     os.environ[GRADED_RUN_ENV] = "1"
     exec_python(["-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", private_copy])
 

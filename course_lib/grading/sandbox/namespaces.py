@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course_lib.dist.processes import run_command
 from course_lib.grading.sandbox.policy import MiB, running_as_root
+from course_lib.real.plumbing.processes import run_command
 
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")   # each a fresh tmpfs per student, gone with the namespace
 PRIVATE_BYTES = 512 * MiB                         # the size of each

@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from course_lib.dist.processes import exec_python
-from course_lib.dist.slurm_jobs import GRADED_RUN_ENV
+from course_lib.real.cluster.slurm_jobs import GRADED_RUN_ENV
+from course_lib.real.plumbing.processes import exec_python
 
 GiB = 1024**3
 MiB = 1024**2

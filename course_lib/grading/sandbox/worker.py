@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from course_lib.dist.processes import Sessions, kill_processes_of_uid
 from course_lib.grading.sandbox import failures
 from course_lib.grading.sandbox.namespaces import isolated
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
 from course_lib.grading.settings import HIDDEN_CHECKS_ENV, code_root_for_fresh_pythons
+from course_lib.real.plumbing.processes import Sessions, kill_processes_of_uid
 
 KERNEL_NAMES = ("distributed-course", "python3")
 AUTOGRADE_PREPROCESSORS = (

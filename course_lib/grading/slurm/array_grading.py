@@ -19,12 +19,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from course_lib.dist.slurm_jobs import run_slurm_command
 from course_lib.grading.autograder import class_files, class_run, gradebook_merge, report
 from course_lib.grading.autograder.judge import load_registry
 from course_lib.grading.sandbox.policy import SandboxPolicy
 from course_lib.grading.settings import CourseSettings
 from course_lib.grading.slurm import array_tasks
+from course_lib.real.cluster.slurm_jobs import run_slurm_command
 
 SCRIPT = class_run.CODE_ROOT / "slurm" / "grade_array.sbatch"
 HOLD_LIMIT_S = 600.0

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib.dist import slurm_jobs
-from course_lib.dist.slurm_jobs import FINAL_STATES
+from course_lib.real.cluster import slurm_jobs
+from course_lib.real.cluster.slurm_jobs import FINAL_STATES
 
 SACCT_COLUMNS = ("JobID", "State", "ExitCode")
 # End states (FINAL_STATES) worth one more try: the task's process or node died, or it ran out of time

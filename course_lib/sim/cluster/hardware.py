@@ -1,7 +1,7 @@
 """Hardware descriptions the simulator runs on: per-device presets and the alpha-beta links they name.
 
 A preset can come from a data sheet (its source named) or from measurements on this machine
-(``course_lib.dist.calibrate()`` builds one).
+(``course_lib.real.calibrate()`` builds one).
 """
 
 from __future__ import annotations

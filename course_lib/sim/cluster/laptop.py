@@ -1,6 +1,6 @@
 """The student's own machine as a cluster the simulator knows: the model of what ``calibrate()`` measured.
 
-Measuring lives in ``course_lib.dist.calibration``; this module is plain Python (no torch) and holds
+Measuring lives in ``course_lib.real.measure.calibration``; this module is plain Python (no torch) and holds
 what the measurements mean:
 
 - ``Calibration``: the measured numbers. gloo's all-reduce link (latency and bandwidth fitted on
@@ -47,7 +47,7 @@ __all__ = ["Calibration", "WITHIN", "breakdown_lines", "compute_slowdown", "fed_
 
 @dataclass(frozen=True)
 class Calibration:
-    """What ``course_lib.dist.calibrate()`` measured on this machine, as plain numbers."""
+    """What ``course_lib.real.calibrate()`` measured on this machine, as plain numbers."""
 
     world_size: int               # ranks that ran at once while measuring
     flops_alone: float            # one process's float32 matmul FLOP/s with the machine otherwise idle

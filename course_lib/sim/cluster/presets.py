@@ -138,7 +138,7 @@ LAPTOP_CPU = HardwarePreset(
     inter_node=Link(latency=100e-6, bandwidth=125e6),
     nics_per_node=1,
     source="order-of-magnitude assumption for a 4-8 core laptop (AVX2 fp32) and 1 Gb/s Ethernet; "
-           "course_lib.dist.calibrate() measures the real machine",
+           "course_lib.real.calibrate() measures the real machine",
 )
 
 PRESETS: dict[str, HardwarePreset] = {p.name: p for p in (H100, A100, H800, LAPTOP_CPU)}
@@ -151,7 +151,7 @@ def get_preset(preset: str | HardwarePreset) -> HardwarePreset:
     if isinstance(preset, str) and preset.lower() in PRESETS:
         return PRESETS[preset.lower()]
     raise ValueError(f"unknown hardware preset {preset!r}; use one of {sorted(PRESETS)} "
-                     "or pass a HardwarePreset (for example course_lib.dist.calibrate())")
+                     "or pass a HardwarePreset (for example course_lib.real.calibrate())")
 
 
 def preset_from_measurements(flops: float, memory_bytes: float, intra_latency: float,

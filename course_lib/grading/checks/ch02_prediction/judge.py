@@ -11,7 +11,7 @@ import math
 from course_lib.sim import Link, collective_time
 
 FUNCTION_NAME = "predict_gloo_all_reduce"
-GLOO_SEGMENT_BYTES = 1 << 20          # gloo's kMaxSegmentSize (course_lib.dist.GLOO_SEGMENT_BYTES)
+GLOO_SEGMENT_BYTES = 1 << 20          # gloo's kMaxSegmentSize (course_lib.real.GLOO_SEGMENT_BYTES)
 
 
 def textbook_time(nbytes, world_size, latency, bandwidth) -> float:

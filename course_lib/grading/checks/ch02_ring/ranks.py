@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from course_lib.dist import record_traffic
 from course_lib.grading.attempt.judge_runner import run_answer
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
+from course_lib.real import record_traffic
 
 FORBIDDEN = ("collectives",)  # every torch.distributed collective, barrier included
 FORBIDDEN_REASON = "the ring exercise must be built from send/recv/isend/irecv"

@@ -15,10 +15,10 @@ import torch._dynamo  # noqa: F401 - DDP's constructor imports it: once here (5 
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from course_lib.dist import record_traffic, run_ranks
 from course_lib.grading.attempt.judge_runner import run_answer
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun
 from course_lib.grading.checks.ch03_ddp.models import MODELS, build_model  # noqa: F401 - MODELS re-exported
+from course_lib.real import record_traffic, run_ranks
 
 LEARNING_RATE, STEPS, PER_RANK_BATCH = 0.05, 5, 4
 

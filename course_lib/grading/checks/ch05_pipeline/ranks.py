@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_lib.dist import record_traffic
 from course_lib.grading.attempt.judge_runner import failures, run_answer
 from course_lib.grading.attempt.rank_attempt import FailureText, fail_with, frames_after
 from course_lib.grading.attempt.refusals import Refusal
@@ -27,6 +26,7 @@ from course_lib.grading.checks.ch05_pipeline.judge import (
 )
 from course_lib.grading.checks.ch05_pipeline.visible import PIPELINING
 from course_lib.models import STACK_WIDTH, make_layer_stack, split_into_stages
+from course_lib.real import record_traffic
 from course_lib.sim import pipeline_schedule
 
 REFUSAL = Refusal("run_stage", modules=PIPELINING,

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import torch
 
-from course_lib.dist import record_traffic
 from course_lib.grading.attempt.judge_runner import run_answer
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
 from course_lib.grading.checks.ch06_sequence_parallel.judge import (
@@ -19,6 +18,7 @@ from course_lib.grading.checks.ch06_sequence_parallel.judge import (
     linear_of,
     my_tokens,
 )
+from course_lib.real import record_traffic
 
 NAMES = ("parallelize_block", "SequenceParallelMLP")
 

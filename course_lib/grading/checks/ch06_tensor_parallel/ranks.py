@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_lib.dist import record_traffic
 from course_lib.grading.attempt.judge_runner import run_answer
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
 from course_lib.grading.checks.ch06_tensor_parallel.judge import (
@@ -22,6 +21,7 @@ from course_lib.grading.checks.ch06_tensor_parallel.judge import (
     build_full,
     case_tensors,
 )
+from course_lib.real import record_traffic
 
 NAMES = ("shard_columns", "shard_rows", "ColumnParallelLinear", "RowParallelLinear")
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_lib.dist import record_traffic
 from course_lib.grading.attempt.judge_runner import run_answer
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
+from course_lib.real import record_traffic
 
 NAME = "vocab_parallel_cross_entropy"
 DTYPES = {"float32": torch.float32, "float64": torch.float64}

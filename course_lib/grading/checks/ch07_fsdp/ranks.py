@@ -13,13 +13,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_lib.dist import record_traffic
 from course_lib.grading.checks.ch07_zero.probes import (
     LiveTensorBytes,
     drop_gradients_at_once,
     measure_at_every_layer,
     watch_tie,
 )
+from course_lib.real import record_traffic
 
 ROWS = 12                      # the batch, split evenly over 1, 2, 3 or 4 ranks
 

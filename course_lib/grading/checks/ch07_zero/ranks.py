@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from course_lib.dist import record_traffic
 from course_lib.grading.attempt.judge_runner import run_training_answer
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
+from course_lib.real import record_traffic
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "int64": torch.int64}

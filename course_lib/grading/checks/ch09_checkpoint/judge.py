@@ -13,9 +13,9 @@ import math
 import torch
 from torch.utils.data.distributed import DistributedSampler
 
-from course_lib.dist.preemption import PreemptedRun, Preemption
 from course_lib.grading.attempt.judge_runner import failures
 from course_lib.grading.attempt.rank_attempt import student_frames
+from course_lib.real.cluster.preemption import PreemptedRun, Preemption
 
 LOSS_TOLERANCE = dict(rtol=1e-4, atol=1e-6)
 

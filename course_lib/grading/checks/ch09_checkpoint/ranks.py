@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_lib.dist.preemption import step_reached
 from course_lib.grading.attempt.refusals import check_not_refused
 from course_lib.grading.sandbox.policy import POLICY_ENV, SandboxPolicy
+from course_lib.real.cluster.preemption import step_reached
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.int64)
 

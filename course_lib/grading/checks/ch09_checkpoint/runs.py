@@ -12,7 +12,6 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from course_lib.dist.preemption import PreemptedRun, Preemption, run_preempted
 from course_lib.grading.attempt.judge_runner import failures, values_as
 from course_lib.grading.attempt.refusals import Refusal
 from course_lib.grading.attempt.student_function import as_student_function
@@ -38,13 +37,14 @@ from course_lib.grading.checks.ch09_checkpoint.ranks import (
     train_side,
 )
 from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
+from course_lib.real.cluster.preemption import PreemptedRun, Preemption, run_preempted
 
 REFUSAL = Refusal(
     "your checkpointing", modules=("torch.distributed.checkpoint._experimental",),
     why="its Checkpointer writes each rank's file, waits for every rank at a barrier and commits: the "
         "protocol this exercise asks you to design (torch.save, torch.load and DCP's save and load are "
         "allowed)",
-    allowed=("grading/checks/ch09_checkpoint/training_job.py", "dist/preemption_rank.py"))
+    allowed=("grading/checks/ch09_checkpoint/training_job.py", "real/cluster/preemption_rank.py"))
 
 
 def students(**functions):

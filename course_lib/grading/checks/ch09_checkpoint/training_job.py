@@ -15,7 +15,7 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from course_lib.dist.preemption_rank import step_reached
+from course_lib.real.cluster.preemption_rank import step_reached
 
 INPUTS, HIDDEN, OUTPUTS = 8, 16, 4
 

@@ -7,7 +7,6 @@ drawn at grading time. Everything an answer may not use is in ``REFUSAL``.
 
 from __future__ import annotations
 
-from course_lib.dist.preemption import Preemption
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch09_checkpoint.runs import (
     REFUSAL,
@@ -18,6 +17,7 @@ from course_lib.grading.checks.ch09_checkpoint.runs import (
     sync_record,
 )
 from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
+from course_lib.real.cluster.preemption import Preemption
 
 __all__ = ["REFUSAL", "TrainingJob", "check_checkpoint_atomic", "check_checkpoint_round_trip",
            "check_checkpoint_durable", "check_resume_after_sigkill", "check_resume_after_sigterm",

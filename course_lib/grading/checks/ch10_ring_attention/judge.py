@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.dist.sequence_split import layout_positions
 from course_lib.grading.attempt.judge_runner import cases_of, failures, judging
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch10_ring_attention.ranks import (
@@ -18,6 +17,7 @@ from course_lib.grading.checks.ch10_ring_attention.ranks import (
     AttentionCase,
     whole_inputs,
 )
+from course_lib.real.chapter_runs.sequence_split import layout_positions
 
 SENDS, RECEIVES = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})
 WORK_SLACK = 1.05          # FLOPs allowed above the bound (rounding of odd sizes into pieces)

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
-from course_lib.dist import record_traffic
-from course_lib.dist.compute_log import record_compute, warm_up
-from course_lib.dist.errors import ForbiddenCallError
-from course_lib.dist.sequence_split import layout_positions
 from course_lib.grading.attempt.judge_runner import run_answer
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
+from course_lib.real import record_traffic
+from course_lib.real.chapter_runs.sequence_split import layout_positions
+from course_lib.real.launch.errors import ForbiddenCallError
+from course_lib.real.record.compute_log import record_compute, warm_up
 
 FORBIDDEN = ("collectives",)   # every torch.distributed collective, barrier included
 FORBIDDEN_REASON = "ring attention passes keys and values with send/recv/isend/irecv only"

@@ -7,7 +7,6 @@ AssertionError listing it, or prints what passed. ``REFUSAL`` says what the answ
 
 from __future__ import annotations
 
-from course_lib.dist.sequence_split import layout_positions
 from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.attempt.refusals import Refusal
@@ -21,6 +20,7 @@ from course_lib.grading.checks.ch10_ring_attention.judge import (
     work_problems,
 )
 from course_lib.grading.checks.ch10_ring_attention.ranks import AttentionCase, run_student
+from course_lib.real.chapter_runs.sequence_split import layout_positions
 
 __all__ = ["REFUSAL", "check_ring_attention", "check_ring_attention_causal",
            "check_ring_attention_skips_masked", "check_ring_attention_stable", "check_ring_attention_traffic",
@@ -34,7 +34,7 @@ REFUSAL = Refusal(
     why=("the exercise is to write ring attention yourself: torch's context parallel would pass the keys "
          "and values round and merge the partial results for you, and its functional collectives are "
          "collectives, which this exercise forbids"),
-    allowed=("dist/compute_log.py",))   # the recorder of the work the answer does (a dispatch mode)
+    allowed=("real/record/compute_log.py",))   # the recorder of the work the answer does (a dispatch mode)
 VISIBLE_TIMEOUT_S = 20
 SEED = 2024
 WORLD_SIZE = 4

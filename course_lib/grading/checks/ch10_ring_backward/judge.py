@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.dist.sequence_split import layout_positions
 from course_lib.grading.attempt.judge_runner import cases_of, judging, ranks_of
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch10_ring_attention.judge import expected_rows, kv_bytes, work_bound
 from course_lib.grading.checks.ch10_ring_attention.ranks import DTYPES, AttentionCase
 from course_lib.grading.checks.ch10_ring_backward.ranks import whole_forward
+from course_lib.real.chapter_runs.sequence_split import layout_positions
 
 SENDS, RECEIVES = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})
 BACKWARD_PRODUCTS = 5 / 2   # a block's backward: 5 products (scores, dV, dP, dQ, dK) against the forward's 2

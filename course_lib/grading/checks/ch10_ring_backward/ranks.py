@@ -12,10 +12,6 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from course_lib.dist import record_traffic
-from course_lib.dist.compute_log import _FLOPS, _elementwise, record_compute, warm_up
-from course_lib.dist.errors import ForbiddenCallError
-from course_lib.dist.sequence_split import layout_positions
 from course_lib.grading.attempt.judge_runner import run_answer
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun
 from course_lib.grading.checks.ch10_ring_attention.ranks import (
@@ -29,6 +25,10 @@ from course_lib.grading.checks.ch10_ring_attention.ranks import (
     rank_inputs,
     whole_inputs,
 )
+from course_lib.real import record_traffic
+from course_lib.real.chapter_runs.sequence_split import layout_positions
+from course_lib.real.launch.errors import ForbiddenCallError
+from course_lib.real.record.compute_log import _FLOPS, _elementwise, record_compute, warm_up
 
 
 def whole_forward(case: AttentionCase, seed: int, index: int, world_size: int):

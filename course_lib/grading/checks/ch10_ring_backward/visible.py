@@ -30,7 +30,7 @@ REFUSAL = Refusal(
     why=("the exercise is to write the ring's backward yourself: torch's context parallel "
          "(_templated_ring_attention_backward) would pass the blocks and their gradients round for you, and "
          "its functional collectives are collectives, which this exercise forbids"),
-    allowed=("dist/compute_log.py",))
+    allowed=("real/record/compute_log.py",))
 VISIBLE_TIMEOUT_S = 20
 SEED = 2024
 WORLD_SIZE = 4

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_lib.dist import record_traffic
 from course_lib.grading.attempt.judge_runner import run_answer
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
 from course_lib.grading.checks.ch11_expert_parallel.ranks import DTYPES, _events, _filled, _grad
 from course_lib.models import FeedForward
+from course_lib.real import record_traffic
 
 ROUTINGS = ("random", "bias_takes_all")
 BIAS_SPREAD = 0.1    # the bias's standard deviation: enough to change many tokens' top k of the sigmoids

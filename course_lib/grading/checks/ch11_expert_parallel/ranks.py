@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_lib.dist import record_traffic
 from course_lib.grading.attempt.judge_runner import run_answer
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun, frames_after
 from course_lib.models import FeedForward
+from course_lib.real import record_traffic
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ROUTINGS = ("random", "one_takes_all", "idle_expert")
