@@ -1,12 +1,14 @@
 """nbgrader's Execute step, hardened for hostile notebooks and busy machines.
 
-A cell that prints 100 MB keeps only the first `max_output_bytes` of it. A cell's time limit counts
-the time the machine gave it (cell_clock.py), so a correct cell is not cut because the grading machine
-is busy; one that has had its limit is interrupted and only that cell fails. A kernel that dies
-(os._exit, a crash, a memory kill) or does not come back to idle within `iopub_timeout` seconds after
-a cell's reply or its interrupt no longer fails the whole submission: the cells from there on get an
-error output, so their tests score 0, and the notebook is marked for review. Where the machine, not
-the student's code, was at fault, the output is named MACHINE_BUSY: the grader grades it again.
+A cell that prints 100 MB keeps only the first `max_output_bytes` of it, and a notebook's widgets
+keep at most that much state (widget_budget.py), an Output widget's captured output counted as the
+cell's. A cell's time limit counts the time the machine gave it (cell_clock.py), so a correct cell is
+not cut because the grading machine is busy; one that has had its limit is interrupted and only that
+cell fails. A kernel that dies (os._exit, a crash, a memory kill) or does not come back to idle within
+`iopub_timeout` seconds after a cell's reply or its interrupt no longer fails the whole submission: the
+cells from there on get an error output, so their tests score 0, and the notebook is marked for review.
+Where the machine, not the student's code, was at fault, the output is named MACHINE_BUSY: the grader
+grades it again.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ from nbgrader.preprocessors import Execute
 from traitlets import Float, Integer
 
 from course_lib.grading.sandbox.cell_clock import OVER_LIMIT, WITHIN, CellClock
+from course_lib.grading.sandbox.widget_budget import WidgetBudget
 
 KERNEL_DIED = "KernelDied"
 KERNEL_STUCK = "KernelUnresponsive"
 MACHINE_BUSY = "GradingMachineBusy"
 CELL_TIMEOUT = "CellTimeoutError"
 OUTPUT_TRUNCATED = "... output truncated by the grader: this cell printed more than {limit} bytes ..."
+WIDGETS_CUT = (" (its widgets' state: what took the notebook's widgets past that limit was dropped, and "
+               "they may show empty)")
 CHECK_EVERY_S = 2.0   # how often a running cell's clock is read
 # The error names the grader writes itself, which its review and its retry read: an exception of one of
 # these names raised by the notebook's own code is renamed, so it can neither write a review note nor
@@ -97,6 +102,16 @@ class SandboxedExecute(Execute):
         if used > self.max_output_bytes:
             return None  # already truncated: drop the flood without storing it
         msg["content"] = _disown(safe_text(msg.get("content", {})))
+        if self.output_hook_stack[msg.get("parent_header", {}).get("msg_id")]:
+            # an Output widget (nbclient's OutputWidget) keeps it in its own state, not in the cell's
+            # outputs: it counts against the cell's cap the same, and past it is dropped
+            kind = "stream" if msg.get("msg_type") == "stream" else ""
+            used += _output_size({**msg["content"], "output_type": kind})
+            self._output_bytes[cell_index] = used
+            if used > self.max_output_bytes:
+                outs.append(self._truncated_note())
+                return None
+            return super().output(outs, msg, display_id, cell_index)
         out = super().output(outs, msg, display_id, cell_index)
         if out is None:
             return None
@@ -108,9 +123,22 @@ class SandboxedExecute(Execute):
                 out["text"] = out["text"][:keep]
             elif out in outs:
                 outs.remove(out)
-            outs.append(NotebookNode(output_type="stream", name="stderr",
-                                     text="\n" + OUTPUT_TRUNCATED.format(limit=self.max_output_bytes) + "\n"))
+            outs.append(self._truncated_note())
         return out
+
+    def _truncated_note(self, what: str = "") -> NotebookNode:
+        return NotebookNode(output_type="stream", name="stderr",
+                            text="\n" + OUTPUT_TRUNCATED.format(limit=self.max_output_bytes) + what + "\n")
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        """A widget's state is kept for the notebook only while all of it fits the output cap (review
+        reads the note under the cell, as for printed output)."""
+        if self.store_widget_state and not self._widgets.admit(msg):
+            if cell_index not in self._widgets_cut:
+                self._widgets_cut.add(cell_index)
+                outs.append(self._truncated_note(WIDGETS_CUT))
+            return None
+        return super().handle_comm_msg(outs, msg, cell_index)
 
     def on_cell_executed(self, **kwargs):
         reply = kwargs.get("execute_reply") or {}
@@ -160,6 +188,7 @@ class SandboxedExecute(Execute):
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
         self._output_bytes: dict[int, int] = {}
+        self._widgets, self._widgets_cut = WidgetBudget(self.max_output_bytes), set()
         lost = None   # (cell index, how the kernel was lost)
         try:
             with self.setup_kernel():
