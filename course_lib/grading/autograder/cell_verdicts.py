@@ -19,6 +19,7 @@ from course_lib.grading.autograder.review import ANSI
 from course_lib.grading.sandbox.execute import (
     CELL_TIMEOUT,
     KERNEL_DIED,
+    KERNEL_SILENT,
     KERNEL_STUCK,
     MACHINE_BUSY,
     OUTPUT_TRUNCATED,
@@ -34,6 +35,7 @@ WARNINGS_NOTE = ("The lines this cell printed on stderr above are warnings (from
 _WHY = {CELL_TIMEOUT: "ran past its time limit and was interrupted",
         KERNEL_DIED: "the kernel died (a crash, os._exit or the memory limit)",
         KERNEL_STUCK: "the kernel did not stop when interrupted",
+        KERNEL_SILENT: "the kernel stopped reporting back (the notebook's code kept it from answering)",
         MACHINE_BUSY: "the grading machine was too busy"}
 
 

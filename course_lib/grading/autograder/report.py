@@ -11,8 +11,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CSV_COLUMNS = ["assignment", "student_id", "timestamp", "raw_score", "score", "max_score",
-               "needs_manual_grade", "review_notes", "lost_points"]
+from course_lib.grading.student_text import readable
+
+# nbgrader export's columns (duedate, timestamp, late_submission_penalty: docs/instructors.md) and ours
+CSV_COLUMNS = ["assignment", "student_id", "duedate", "timestamp", "raw_score", "late_submission_penalty",
+               "score", "max_score", "needs_manual_grade", "review_notes", "lost_points"]
 
 
 @dataclass
@@ -82,6 +85,9 @@ def write_grades_csv(path: Path, rows: list[dict], notes: dict[tuple[str, str], 
         for row in rows:
             key = (row["assignment"], row["student_id"])
             reasons = sorted((lost or {}).get(key, {}).items())
-            writer.writerow({**row, "review_notes": " | ".join(notes.get(key, [])),
-                             "lost_points": " | ".join(f"{cell} {why}" for cell, why in reasons)})
+            line = {**row, "review_notes": " | ".join(map(str, notes.get(key, []))),
+                    "lost_points": " | ".join(f"{cell} {why}" for cell, why in reasons)}
+            # every value readable: one note holding a lone surrogate stopped the whole file
+            writer.writerow({column: readable(value, None) if isinstance(value, str) else value
+                             for column, value in line.items()})
     partial.replace(path)

@@ -13,6 +13,8 @@ grades it again.
 
 from __future__ import annotations
 
+import os
+
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors.execute import NotebookClient
@@ -25,6 +27,7 @@ from course_lib.grading.sandbox.widget_budget import WidgetBudget
 
 KERNEL_DIED = "KernelDied"
 KERNEL_STUCK = "KernelUnresponsive"
+KERNEL_SILENT = "KernelSilent"   # replied, then never reported idle though the machine gave it time
 MACHINE_BUSY = "GradingMachineBusy"
 CELL_TIMEOUT = "CellTimeoutError"
 OUTPUT_TRUNCATED = "... output truncated by the grader: this cell printed more than {limit} bytes ..."
@@ -34,7 +37,7 @@ CHECK_EVERY_S = 2.0   # how often a running cell's clock is read
 # The error names the grader writes itself, which its review and its retry read: an exception of one of
 # these names raised by the notebook's own code is renamed, so it can neither write a review note nor
 # make the grader grade the submission again.
-RESERVED_NAMES = (KERNEL_DIED, KERNEL_STUCK, MACHINE_BUSY, CELL_TIMEOUT, "IsolatedCheckFailed")
+RESERVED_NAMES = (KERNEL_DIED, KERNEL_STUCK, KERNEL_SILENT, MACHINE_BUSY, CELL_TIMEOUT, "IsolatedCheckFailed")
 STUDENT_RAISED = " (raised by the notebook's code)"
 
 
@@ -219,14 +222,36 @@ class SandboxedExecute(Execute):
             except DeadKernelError:
                 return index, KERNEL_DIED
             except CellTimeoutError:  # nbclient's wait for the kernel to report idle ran out
-                return index, KERNEL_STUCK if self._interrupted == CELL_TIMEOUT else MACHINE_BUSY
+                if self._interrupted == CELL_TIMEOUT:
+                    return index, KERNEL_STUCK
+                # interrupted as too busy, or replied and then silent while starved of cores: the
+                # machine's fault; silent while the machine gave it time: the notebook's code (it can
+                # swallow the kernel's idle status), which must not buy a second attempt
+                busy = self._interrupted == MACHINE_BUSY or self._starved_while_silent()
+                return index, MACHINE_BUSY if busy else KERNEL_SILENT
         return None
+
+    def _starved_while_silent(self) -> bool:
+        """Whether the kernel's processes spent most of the wait for its idle status waiting for a core
+        (the grader's own measurement, cell_clock.py; without a clock, the machine's load)."""
+        clock = getattr(self, "_clock", None)
+        if clock is None:
+            return os.getloadavg()[0] > (os.cpu_count() or 1)
+        charged, wall = clock.charged, clock.wall
+        clock.verdict()
+        waited = clock.wall - wall
+        return waited > 0 and clock.charged - charged < waited / 2
 
     def _why_lost(self, how: str) -> str:
         if how == KERNEL_STUCK:
             return ("this cell ran past its time limit and the kernel did not stop when interrupted; it was "
                     f"shut down after {self.iopub_timeout} s, so this cell and the ones after it score 0. "
                     "An instructor will review this notebook.")
+        if how == KERNEL_SILENT:
+            return (f"the kernel answered this cell but did not report back within {self.iopub_timeout} s "
+                    "while the machine gave it time (the notebook's code kept it from answering); it was "
+                    "shut down, so this cell and the ones after it score 0. An instructor will review this "
+                    "notebook.")
         return (f"the kernel did not report back within {self.iopub_timeout} s: the grading machine was too "
                 "busy; this cell and the ones after it did not run")
 
