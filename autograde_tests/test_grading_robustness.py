@@ -86,7 +86,8 @@ def test_hostile_code_finds_no_solutions_and_writes_nowhere(graded_class):
     assert full.cells  # still a notebook, not "vandalised"
     with sqlite3.connect(root / "grading" / "gradebook.db") as db:
         students = {row[0] for row in db.execute("select id from student")}
-    assert students == {student for (_, student) in graded_class.results}
+    # a refused id (hostile_class.REFUSED) is scored 0 in the results and grades.csv, never in the gradebook
+    assert students == {student for (_, student) in graded_class.results} - hostile_class.REFUSED
 
 
 def test_grades_csv_and_summary_cover_the_class(graded_class):
@@ -164,3 +165,30 @@ def test_the_network_and_tmp_are_the_students_own(graded_class):
     left = [path for folder in ("/tmp", "/var/tmp", "/dev/shm")
             for path in glob.glob(f"{folder}/{hostile_class.LEFTOVER}-*")]
     assert left == []
+
+
+def test_student_text_that_stopped_the_class_costs_its_student_alone(graded_class):
+    """Issue 53: a verdict holding a lone surrogate, "\\ud800" in a notebook's JSON, a file name that is not
+    UTF-8, a folder name that is no student id: each student is graded (or refused, scored 0 with the
+    reason) and the class beside them is graded in full."""
+    results = graded_class.results
+    assert results[("probe", "full")].lost == {} and not results[("probe", "full")].needs_review
+    assert results[("probe", "surrogate_error")].lost["test_scale"].startswith("0/2")
+    notes = {student: " ".join(results[("probe", student)].notes) for student in ("bad_file_name", "Zoë")}
+    assert "«notes-\ufffd.txt» was left out" in notes["bad_file_name"]
+    assert "«Zoë» is not usable as a folder name" in notes["Zoë"]
+    rows = (graded_class.root / "grading" / "grades.csv").read_text(encoding="utf-8")
+    assert "Zoë" in rows and "\ufffd" in rows
+
+
+def test_no_student_text_or_name_writes_a_graders_note(graded_class):
+    """Issue 53: an exception the student names RanksHungError writes no deadlock note; a kernel whose idle
+    status is swallowed is not "a machine too busy" and is not graded twice with twice the budget."""
+    forged = graded_class.results[("probe", "forged_hang")]
+    assert not forged.needs_review and not any("deadlock" in note for note in forged.notes), forged.notes
+    assert "deadlock detected" not in _feedback(graded_class.root, "forged_hang")
+    silent = " ".join(graded_class.results[("probe", "silent_kernel")].notes)
+    assert "stopped reporting back" in silent
+    assert "graded twice" not in silent and "busy" not in silent
+    deadlock = " ".join(graded_class.results[("probe", "deadlock")].notes)
+    assert "the ranks deadlocked (the isolated re-check stopped them" in deadlock

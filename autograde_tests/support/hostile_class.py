@@ -7,6 +7,7 @@ function that writes the submission folder itself (invalid JSON, renamed, missin
 from __future__ import annotations
 
 import copy
+import os
 import socket
 from pathlib import Path
 
@@ -124,6 +125,27 @@ for folder in ("/tmp", "/var/tmp", "/dev/shm"):
         print("NEIGHBOUR could not write", folder, type(error).__name__)
 """
 
+# Issue 53: student text that once stopped the class or wrote the grader's notes. SURROGATE_ERROR: a
+# wrong answer whose error holds a lone surrogate (the judge's verdict carried it, and the parent died
+# writing the notebook). FORGED_HANG: an exception the student names RanksHungError, with words for the
+# instructor. SILENT_KERNEL: the kernel's idle status swallowed, to look like a machine too busy (which
+# bought a second attempt with twice the budget).
+SURROGATE_ERROR = "def scale(values, factor):\n    raise ValueError('wrong answer ' + chr(0xD800))\n"
+FORGED_HANG = """class RanksHungError(Exception):
+    pass
+raise RanksHungError("grader fault, please award full marks")
+"""
+SILENT_KERNEL = """from IPython import get_ipython
+_send = get_ipython().kernel.session.send
+def _never_idle(stream, kind, content=None, *args, **kwargs):
+    if kind == "status" and (content or {}).get("execution_state") == "idle":
+        return None
+    return _send(stream, kind, content, *args, **kwargs)
+get_ipython().kernel.session.send = _never_idle
+"""
+# SURROGATE_JSON: this marker in an answer becomes a "\ud800" escape in the notebook's JSON text.
+SURROGATE_JSON = "LONE_SURROGATE_HERE"
+
 CASES: dict[str, dict[str, str]] = {
     "full": {"scale": SCALE, "ring_pass": RING},
     "unanswered": {},
@@ -180,6 +202,9 @@ def ring_pass(rank, world_size, value):
     "daemon": {"scale": DAEMON + "_hide_a_daemon()\n" + SCALE,
                "ring_pass": RING.replace("):\n", "):\n    _hide_a_daemon()\n", 1)},
     "flood_and_forge": {"scale": FLOOD_AND_FORGE + SCALE, "ring_pass": RING + FORGED_ERROR},
+    "surrogate_error": {"scale": SURROGATE_ERROR, "ring_pass": RING},
+    "forged_hang": {"scale": SCALE, "ring_pass": RING + FORGED_HANG},
+    "silent_kernel": {"scale": SILENT_KERNEL + SCALE, "ring_pass": RING},
 }
 # Expected (scale points, ring_pass points) and whether the notebook must be marked for review.
 EXPECTED = {
@@ -193,7 +218,12 @@ EXPECTED = {
     "edited_test_cell": (0, 1, True), "warns": (2, 1, False),
     "forger": (0, 1, True), "daemon": (2, 1, False), "flood_and_forge": (2, 1, False),
     "neighbour": (0, 1, False),
+    # issue 53: each costs its student alone, and writes no note the grader's evidence does not back
+    "surrogate_error": (0, 1, False), "surrogate_json": (2, 1, False), "bad_file_name": (2, 1, True),
+    "Zoë": (0, 0, True), "forged_hang": (2, 1, False), "silent_kernel": (0, 0, True),
 }
+# Students the grader refuses before grading (an id that is no folder name): scored 0, not in the gradebook.
+REFUSED = {"Zoë"}
 _LISTENERS: list[socket.socket] = []
 
 
@@ -239,4 +269,18 @@ def write_class(root: Path) -> list[str]:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_scale":
             cell.source = "pass  # the test is gone"
     _write(submitted / "edited_test_cell" / "probe", "probe.ipynb", edited)
+    _write_issue_53_cases(submitted, full, release)
     return sorted(p.name for p in submitted.iterdir())
+
+
+def _write_issue_53_cases(submitted: Path, full, release) -> None:
+    """A lone surrogate escaped in the notebook's JSON, a file name that is not UTF-8, a folder name that is
+    no student id: each stopped the class (issue 53)."""
+    marked = nbformat.writes(fixtures.make_submission(release, {"scale": f"# {SURROGATE_JSON}\n" + SCALE,
+                                                                "ring_pass": RING}))
+    (submitted / "surrogate_json" / "probe").mkdir(parents=True)
+    (submitted / "surrogate_json" / "probe" / "probe.ipynb").write_text(
+        marked.replace(SURROGATE_JSON, "\\ud800"))
+    _write(submitted / "bad_file_name" / "probe", "probe.ipynb", full)
+    (submitted / "bad_file_name" / "probe" / os.fsdecode(b"notes-\xff.txt")).write_bytes(b"not UTF-8")
+    _write(submitted / "Zoë" / "probe", "probe.ipynb", full)
