@@ -192,3 +192,18 @@ def test_no_student_text_or_name_writes_a_graders_note(graded_class):
     assert "graded twice" not in silent and "busy" not in silent
     deadlock = " ".join(graded_class.results[("probe", "deadlock")].notes)
     assert "the ranks deadlocked (the isolated re-check stopped them" in deadlock
+
+
+def test_the_grading_parent_does_no_students_work_past_its_limits(graded_class):
+    """Issue 53: widget state stays under the output cap (nbgrader held 1.3 GB for 300 MB of it, and the
+    parent read that notebook back), an answer cell over 256 KiB is not parsed (quadratic before), and a
+    submission over 20 MiB is refused unread (the parent held every file for the whole run)."""
+    root = graded_class.root
+    widgets = root / "grading" / "autograded" / "widget_flood" / "probe" / "probe.ipynb"
+    assert widgets.stat().st_size < 3_000_000   # 11 MB of widget state and Output widget prints, capped
+    assert "widgets' state" in _outputs_text(_autograded(root, "widget_flood"))
+    long_answer = graded_class.results[("probe", "long_answer")].lost["test_scale"]
+    assert "over the grader's limit of 262144" in long_answer
+    oversized = graded_class.results[("probe", hostile_class.OVERSIZED)]
+    assert any("over the grader's limit of 20 MiB" in note for note in oversized.notes)
+    assert not (root / "grading" / "autograded" / hostile_class.OVERSIZED).exists()

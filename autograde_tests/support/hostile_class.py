@@ -146,6 +146,22 @@ get_ipython().kernel.session.send = _never_idle
 # SURROGATE_JSON: this marker in an answer becomes a "\ud800" escape in the notebook's JSON text.
 SURROGATE_JSON = "LONE_SURROGATE_HERE"
 
+# Issue 53: work the grading parent (or nbgrader, as root) once did outside every limit. WIDGET_FLOOD:
+# 8 MB of widget state and 3 MB printed into an Output widget, past the output cap. LONG_ANSWER: a right
+# answer after 300 KB of `a = 1` lines, which the parent parsed in quadratic time. OVERSIZED: a notebook
+# over the grader's 20 MiB submission limit, which the parent held in memory for the whole run.
+WIDGET_FLOOD = """import ipywidgets
+from IPython.display import display
+_boxes = [ipywidgets.Text(value=str(i) * 2**20) for i in range(8)]
+_out = ipywidgets.Output()
+display(_out)
+with _out:
+    for _ in range(30):
+        print("y" * 100_000)
+"""
+LONG_ANSWER = "a = 1\n" * 50_000
+OVERSIZED = "oversized"
+
 CASES: dict[str, dict[str, str]] = {
     "full": {"scale": SCALE, "ring_pass": RING},
     "unanswered": {},
@@ -205,6 +221,8 @@ def ring_pass(rank, world_size, value):
     "surrogate_error": {"scale": SURROGATE_ERROR, "ring_pass": RING},
     "forged_hang": {"scale": SCALE, "ring_pass": RING + FORGED_HANG},
     "silent_kernel": {"scale": SILENT_KERNEL + SCALE, "ring_pass": RING},
+    "widget_flood": {"scale": WIDGET_FLOOD + SCALE, "ring_pass": RING},
+    "long_answer": {"scale": LONG_ANSWER + SCALE, "ring_pass": RING},
 }
 # Expected (scale points, ring_pass points) and whether the notebook must be marked for review.
 EXPECTED = {
@@ -224,6 +242,10 @@ EXPECTED = {
 }
 # Students the grader refuses before grading (an id that is no folder name): scored 0, not in the gradebook.
 REFUSED = {"Zoë"}
+# issue 53: the capped widgets are noted for review; an answer cell over 256 KiB is not run by the grader;
+# a submission over 20 MiB is refused unread
+EXPECTED.update({"widget_flood": (2, 1, True), "long_answer": (0, 1, False), OVERSIZED: (0, 0, True)})
+REFUSED.add(OVERSIZED)
 _LISTENERS: list[socket.socket] = []
 
 
@@ -270,6 +292,9 @@ def write_class(root: Path) -> list[str]:
             cell.source = "pass  # the test is gone"
     _write(submitted / "edited_test_cell" / "probe", "probe.ipynb", edited)
     _write_issue_53_cases(submitted, full, release)
+    oversized = copy.deepcopy(full)   # right answers, and a markdown cell that takes it past 20 MiB
+    oversized.cells.append(nbformat.v4.new_markdown_cell("x" * (21 * 2**20)))
+    _write(submitted / OVERSIZED / "probe", "probe.ipynb", oversized)
     return sorted(p.name for p in submitted.iterdir())
 
 
