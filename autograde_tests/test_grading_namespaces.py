@@ -140,6 +140,7 @@ for line in open("/proc/self/maps"):
     if line.rstrip().endswith("[stack]"):
         low, high = (int(end, 16) for end in line.split()[0].split("-"))
         memory += ctypes.string_at(low, high - low)
+print("export reads", repr(open(sys.argv[6]).read()))
 secret = sys.argv[5][::-1].encode()       # given reversed: argv lies on the stack too
 print("token in memory" if secret in memory else "no token in memory")
 '''
@@ -148,7 +149,8 @@ print("token in memory" if secret in memory else "no token in memory")
 def test_a_caged_child_finds_no_host_socket_lock_lease_or_graders_secret(tmp_path, monkeypatch):
     """/run is the namespace's own (the host's sockets, /run/lock and the uid leases out of reach), and the
     process the grader starts there is exec'ed with the course's environment only: a child forked from it
-    finds no token of the grader's in /proc/self/environ or anywhere on its stack."""
+    finds no token of the grader's in /proc/self/environ or anywhere on its stack. A hidden file (an export
+    beside the course) reads empty."""
     if not running_as_root() or not shutil.which("bwrap"):
         skip_or_fail("a student's namespaces need root and bubblewrap (apt-get install bubblewrap)")
     from course_lib.grading.sandbox import uid_lease
@@ -166,12 +168,19 @@ def test_a_caged_child_finds_no_host_socket_lock_lease_or_graders_secret(tmp_pat
     home.mkdir()
     uid = uid_lease.HIGHEST_UID - 10
     os.chown(home, uid, uid)
-    policy = SandboxPolicy(uid=uid, gid=uid, home=str(home), exposed_paths=[str(home)])
+    course = tmp_path / "course"
+    course.mkdir(mode=0o755)
+    export = course / "grades.csv"          # what `nbgrader export` once wrote beside the course
+    export.write_text("student_id,score\nclassmate,3\n")
+    export.chmod(0o644)
+    policy = SandboxPolicy(uid=uid, gid=uid, home=str(home), exposed_paths=[str(home), str(course)],
+                           hidden_paths=[str(export)])
     try:
         with uid_lease.lease(uid, 1) as held:
             lease_file = held._files[0].name
             command = namespaces.isolated([sys.executable, "-c", CAGED_CHILD, policy.to_json(), host_socket,
-                                           lease_file, lock_name, secret[::-1]], keep=[tmp_path])
+                                           lease_file, lock_name, secret[::-1], str(export)],
+                                          keep=[tmp_path])
             ok, output = Sessions().run(command, tmp_path, None, 120)
     finally:
         listener.close()
@@ -180,5 +189,6 @@ def test_a_caged_child_finds_no_host_socket_lock_lease_or_graders_secret(tmp_pat
     assert "run holds ['lock']" in output, output
     assert "host socket refused" in output and "lease refused" in output, output
     assert "no token in memory" in output, output
+    assert "export reads ''" in output, output
     assert not os.path.exists(f"/run/lock/{lock_name}"), "the namespace's /run/lock went with it"
     assert oct(os.stat(uid_lease.lease_dir()).st_mode & 0o777) == "0o700"
