@@ -1,5 +1,6 @@
 """Issue 53: a notebook's widget state (ipywidgets' comm messages, which nbclient keeps for the notebook's
-metadata) and an Output widget's captured output stay under the grader's output cap, with a note."""
+metadata), an Output widget's captured output and display updates stay under the grader's output cap,
+with a note."""
 
 from __future__ import annotations
 
@@ -55,11 +56,18 @@ with out:
         print("y" * 100_000)   # 3 MB captured by the Output widget, never the cell's own output
 """
 
+DISPLAY_UPDATE_FLOOD = """from IPython.display import display, update_display
+for i in range(20):
+    display({"text/plain": "x"}, raw=True, display_id=f"shown{i}")
+for i in range(20):   # 10 MB by updates, which nbclient applied past the cap
+    update_display({"text/plain": "y" * 500_000}, raw=True, display_id=f"shown{i}")
+"""
+
 
 @pytest.mark.slow   # a real kernel (~10 s)
 def test_widget_state_and_an_output_widget_stay_under_the_cap_with_a_note():
     notebook = new_notebook(cells=[new_code_cell(WIDGET_FLOOD), new_code_cell(OUTPUT_WIDGET_FLOOD),
-                                   new_code_cell("print('after')")],
+                                   new_code_cell(DISPLAY_UPDATE_FLOOD), new_code_cell("print('after')")],
                             metadata={"kernelspec": {"name": "python3", "language": "python",
                                                      "display_name": "Python 3"}})
     step = execute.SandboxedExecute(timeout=60, kernel_name="python3", max_output_bytes=1_000_000)
@@ -67,8 +75,9 @@ def test_widget_state_and_an_output_widget_stay_under_the_cap_with_a_note():
     widgets = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     assert 0 < len(json.dumps(widgets)) < 1_500_000, len(json.dumps(widgets))
     marker = execute.OUTPUT_TRUNCATED.split("{")[0]
-    for cell in notebook.cells[:2]:
+    for cell in notebook.cells[:3]:
         notes = [o.get("text", "") for o in cell.outputs if o.get("name") == "stderr"]
         assert any(marker in note for note in notes), cell.outputs
     assert execute.WIDGETS_CUT in "".join(o.get("text", "") for o in notebook.cells[0].outputs)
-    assert notebook.cells[2].outputs[0]["text"] == "after\n"
+    assert len(json.dumps(notebook.cells[2].outputs)) < 1_100_000
+    assert notebook.cells[3].outputs[0]["text"] == "after\n"

@@ -129,6 +129,22 @@ class SandboxedExecute(Execute):
             outs.append(self._truncated_note())
         return out
 
+    def _update_display_id(self, display_id, msg):
+        """An update replaces the data of every output shown under its display id, in any cell: each copy
+        counts against its cell's cap (nbclient applied it uncounted: 20 small displays updated with
+        500 KB each wrote 10 MB). An update that would take a cell past its cap is dropped, with the note."""
+        size = _output_size({**(msg.get("content") or {}), "output_type": ""})
+        shown = self._display_id_map.get(display_id, {})
+        over = [index for index, outputs in shown.items()
+                if self._output_bytes.get(index, 0) + size * len(outputs) > self.max_output_bytes]
+        for index, outputs in shown.items():
+            if index in over and self._output_bytes.get(index, 0) <= self.max_output_bytes:
+                self.nb.cells[index].outputs.append(self._truncated_note())
+            self._output_bytes[index] = (self.max_output_bytes + 1 if index in over
+                                         else self._output_bytes.get(index, 0) + size * len(outputs))
+        if not over:
+            super()._update_display_id(display_id, msg)
+
     def _truncated_note(self, what: str = "") -> NotebookNode:
         return NotebookNode(output_type="stream", name="stderr",
                             text="\n" + OUTPUT_TRUNCATED.format(limit=self.max_output_bytes) + what + "\n")
