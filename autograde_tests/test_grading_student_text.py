@@ -39,6 +39,8 @@ def test_readable_replaces_surrogates_decodes_bytes_and_bounds_the_length():
             raise RuntimeError("no")
 
     assert readable(Unprintable()) == "<unprintable Unprintable: RuntimeError>"
+    # printed to a terminal that is not UTF-8, a student's name costs "?", never the run
+    assert report.printable("«Zoë» \ufffd", SimpleNamespace(encoding="ascii")) == "?Zo?? ?"
 
 
 def test_a_lone_surrogate_escaped_in_a_notebooks_json_is_graded_not_fatal():
@@ -115,7 +117,7 @@ def test_one_submission_the_grader_fails_on_costs_that_student_alone(monkeypatch
         raise RuntimeError("no gradebook in this test")
 
     monkeypatch.setattr(class_run, "_grade_student", grade_student)
-    monkeypatch.setattr(scoring, "finish", finish)
+    monkeypatch.setattr(scoring, "finish", finish)   # finish_or_fail looks it up at call time
     monkeypatch.setattr(scoring.gradebook_merge, "merge_student", no_gradebook)
     said = []
     run = SimpleNamespace(jobs=2, stream=None, policy=SimpleNamespace(uid=61000), say=said.append,

@@ -69,7 +69,7 @@ def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str |
         received = datetime.fromtimestamp(archive.stat().st_mtime, UTC)
         (target / submissions.TIMESTAMP).write_text(received.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
     for (student, name), why in refused.items():
-        print(f"{name}/{student}: not graded: {why}", file=sys.stderr)
+        print(report.printable(f"{name}/{student}: not graded: {why}", sys.stderr), file=sys.stderr)
     grading_dir.mkdir(parents=True, exist_ok=True)
     _write_json(grading_dir / REFUSED_ZIPS, {f"{who}/{name}": why for (who, name), why in refused.items()})
     return refused

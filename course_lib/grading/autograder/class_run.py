@@ -37,7 +37,7 @@ from course_lib.grading.sandbox.worker import (
     student_policy,
 )
 from course_lib.grading.settings import CODE_ROOT, CourseSettings, read_settings
-from course_lib.grading.student_text import readable, readable_tree
+from course_lib.grading.student_text import readable_tree
 from course_lib.notebook_cells import lesson_imports
 
 
@@ -88,7 +88,8 @@ class GradingRun:
         return f"sqlite:///{self.grading_dir / 'gradebook.db'}"
 
     def say(self, text: str) -> None:
-        print(text, file=self.stream or sys.stdout, flush=True)
+        stream = self.stream or sys.stdout
+        print(report.printable(text, stream), file=stream, flush=True)
 
 
 def _nbgrader(run: GradingRun, cwd: Path, *args: str) -> None:
@@ -266,7 +267,7 @@ def _grade_pool(run: GradingRun, work: list, scratch: Path, registry: dict) -> l
         futures = {pool.submit(_grade_student, run, setup, shape, sub, scratch, run.policy.uid + i, registry):
                    (setup, shape, sub) for i, (setup, shape, sub) in enumerate(work) if not sub.refused}
         for future in as_completed(futures):
-            result = _finish_one(run, *futures[future], future)
+            result = scoring.finish_or_fail(run, *futures[future], future)
             results.append(result)
             bar.advance(f"{result.assignment}/{result.student}: {result.score:g}/{result.max_score:g}")
     except BaseException:  # Ctrl-C included: what is merged stays merged, the rest is stopped
@@ -275,22 +276,6 @@ def _grade_pool(run: GradingRun, work: list, scratch: Path, registry: dict) -> l
         raise
     pool.shutdown()
     return results
-
-
-def _finish_one(run: GradingRun, setup: AssignmentSetup, shape, submission, future) -> report.StudentResult:
-    """One student's outcome merged; an error of the grader on this submission (its autograde, its judge,
-    its merge) is this student's alone: scored 0, flagged with the error, and the class goes on."""
-    outcome = None
-    try:
-        outcome = future.result()
-        return scoring.finish(run, setup, outcome)
-    except Exception as error:  # noqa: BLE001 - Ctrl-C (BaseException) still stops the run
-        run.say(f"{setup.assignment}/{submission.student}: the grader failed on this submission: "
-                f"{type(error).__name__}: {readable(error, 300)}")
-        return scoring.failed_result(run, setup.assignment, shape, submission, error)
-    finally:
-        if outcome is not None:
-            shutil.rmtree(outcome.run_dir, ignore_errors=True)
 
 
 def grade(run: GradingRun, assignments: list[str] | None = None, zips: Path | None = None,

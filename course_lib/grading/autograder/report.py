@@ -36,6 +36,16 @@ class StudentResult:
         return bool(self.notes)
 
 
+def printable(text: str, stream) -> str:
+    """text as ``stream`` can encode it (a student's name or quoted words on a terminal that is not UTF-8:
+    "?" where it cannot), so that printing one student's line never stops the run."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        return text.encode(encoding, "replace").decode(encoding)
+    except LookupError:
+        return text.encode("ascii", "replace").decode("ascii")
+
+
 class ProgressBar:
     """``[#####.....] 3/10 alice 4.2 s`` redrawn in place on a terminal, one line each otherwise."""
 
@@ -52,6 +62,7 @@ class ProgressBar:
         elapsed = time.perf_counter() - self.start
         line = (f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
                 f"{elapsed:6.1f} s  {what}")
+        line = printable(line, self.stream)
         if self.interactive:
             self.stream.write("\r" + line.ljust(100) + ("\n" if self.done == self.total else ""))
         else:

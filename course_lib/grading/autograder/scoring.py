@@ -4,6 +4,7 @@ merged into the class gradebook, and the autograded notebooks kept with what the
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,23 @@ def failed_result(run, assignment: str, shape, submission: submissions.Submissio
     except Exception as merge_error:  # noqa: BLE001 - the failure is reported either way
         reason += f"; its zeros could not be written to the gradebook either ({type(merge_error).__name__})"
     return report.StudentResult(submission.student, assignment, score, maximum, [*submission.notes, reason])
+
+
+def finish_or_fail(run, setup, shape, submission: submissions.Submission, future) -> report.StudentResult:
+    """One student's graded outcome (``future``'s) finished; an error of the grader on this submission (its
+    autograde, its judge, its merge) is this student's alone: scored 0, flagged with the error, the student
+    named in the run's output, and the class goes on."""
+    outcome = None
+    try:
+        outcome = future.result()
+        return finish(run, setup, outcome)
+    except Exception as error:  # noqa: BLE001 - Ctrl-C (BaseException) still stops the run
+        run.say(f"{setup.assignment}/{submission.student}: the grader failed on this submission: "
+                f"{type(error).__name__}: {readable(error, 300)}")
+        return failed_result(run, setup.assignment, shape, submission, error)
+    finally:
+        if outcome is not None:
+            shutil.rmtree(outcome.run_dir, ignore_errors=True)
 
 
 NO_VERDICT = "no isolated re-check: nbgrader left no autograded notebook for the judge"

@@ -195,7 +195,8 @@ class SandboxedExecute(Execute):
                    f"(it had {clock.describe()})")
         why += " and was interrupted"
         grade_id = (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id", "")
-        self.log.error("cell %s: %s: %s", grade_id, ename, why)   # failures.machine_fault reads it
+        # failures.machine_fault reads this line: the grade_id is the notebook's, so it may not hold ": "
+        self.log.error("cell %s: %s: %s", str(grade_id).replace(":", "_")[:100], ename, why)
         self._interrupted = ename
         await ensure_async(self.km.interrupt_kernel())
         reply = {"status": "error", "ename": ename, "evalue": why, "traceback": [f"{ename}: {why}"]}
