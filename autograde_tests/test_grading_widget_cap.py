@@ -81,3 +81,20 @@ def test_widget_state_and_an_output_widget_stay_under_the_cap_with_a_note():
     assert execute.WIDGETS_CUT in "".join(o.get("text", "") for o in notebook.cells[0].outputs)
     assert len(json.dumps(notebook.cells[2].outputs)) < 1_100_000
     assert notebook.cells[3].outputs[0]["text"] == "after\n"
+
+
+@pytest.mark.slow   # a real kernel (~5 s)
+def test_the_notebooks_cells_together_keep_at_most_the_notebook_cap():
+    """Each cell kept its 1 MB: a notebook of many cells grew without end (and the parent reads it back)."""
+    notebook = new_notebook(cells=[new_code_cell("print('x' * 900_000)") for _ in range(4)]
+                            + [new_code_cell("print('after')")],
+                            metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                     "display_name": "Python 3"}})
+    step = execute.SandboxedExecute(timeout=60, kernel_name="python3", max_output_bytes=1_000_000,
+                                    max_notebook_output_bytes=2_500_000)
+    notebook, _ = step.preprocess(notebook, {"metadata": {"path": "."}})
+    texts = ["".join(o.get("text", "") for o in cell.outputs) for cell in notebook.cells]
+    assert sum(len(text) for text in texts) < 2_500_000 + 5 * 500
+    assert [len(text) > 800_000 for text in texts] == [True, True, False, False, False]
+    whole = execute.NOTEBOOK_CUT.format(limit=2_500_000)
+    assert all(whole in text for text in texts[2:]) and "after" not in texts[4]

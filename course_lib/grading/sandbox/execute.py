@@ -23,7 +23,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Float, Integer
 
 from course_lib.grading.sandbox.cell_clock import OVER_LIMIT, WITHIN, CellClock
-from course_lib.grading.sandbox.widget_budget import WidgetBudget
+from course_lib.grading.sandbox.widget_budget import WidgetBudget, output_size
 
 KERNEL_DIED = "KernelDied"
 KERNEL_STUCK = "KernelUnresponsive"
@@ -31,6 +31,7 @@ KERNEL_SILENT = "KernelSilent"   # replied, then never reported idle though the 
 MACHINE_BUSY = "GradingMachineBusy"
 CELL_TIMEOUT = "CellTimeoutError"
 OUTPUT_TRUNCATED = "... output truncated by the grader: this cell printed more than {limit} bytes ..."
+NOTEBOOK_CUT = " (the notebook's cells together reached the grader's limit of {limit} bytes)"
 WIDGETS_CUT = (" (its widgets' state: what took the notebook's widgets past that limit was dropped, and "
                "they may show empty)")
 CHECK_EVERY_S = 2.0   # how often a running cell's clock is read
@@ -39,13 +40,6 @@ CHECK_EVERY_S = 2.0   # how often a running cell's clock is read
 # make the grader grade the submission again.
 RESERVED_NAMES = (KERNEL_DIED, KERNEL_STUCK, KERNEL_SILENT, MACHINE_BUSY, CELL_TIMEOUT, "IsolatedCheckFailed")
 STUDENT_RAISED = " (raised by the notebook's code)"
-
-
-def _output_size(output: NotebookNode) -> int:
-    if output.get("output_type") == "stream":
-        return len(output.get("text", ""))
-    data = output.get("data", {}) or {}
-    return sum(len(str(value)) for value in data.values()) + len("".join(output.get("traceback", [])))
 
 
 def safe_text(value):
@@ -93,6 +87,9 @@ class SandboxedExecute(Execute):
     max_output_bytes = Integer(
         1_000_000, help="Bytes of output one cell may keep; the rest is dropped with a note."
     ).tag(config=True)
+    max_notebook_output_bytes = Integer(
+        20_000_000, help="Bytes of output all cells together may keep; the rest is dropped with a note."
+    ).tag(config=True)
     busy_stretch = Float(
         6.0, help="While the machine is busy a cell may run up to this many times its limit in wall time."
     ).tag(config=True)
@@ -101,48 +98,66 @@ class SandboxedExecute(Execute):
     ).tag(config=True)
 
     def output(self, outs, msg, display_id, cell_index):
-        used = self._output_bytes.get(cell_index, 0)
-        if used > self.max_output_bytes:
+        if cell_index in self._cut:
             return None  # already truncated: drop the flood without storing it
         msg["content"] = _disown(safe_text(msg.get("content", {})))
+        used, limit = self._output_bytes.get(cell_index, 0), self._limit(cell_index)
         if self.output_hook_stack[msg.get("parent_header", {}).get("msg_id")]:
             # an Output widget (nbclient's OutputWidget) keeps it in its own state, not in the cell's
             # outputs: it counts against the cell's cap the same, and past it is dropped
             kind = "stream" if msg.get("msg_type") == "stream" else ""
-            used += _output_size({**msg["content"], "output_type": kind})
-            self._output_bytes[cell_index] = used
-            if used > self.max_output_bytes:
-                outs.append(self._truncated_note())
+            size = output_size({**msg["content"], "output_type": kind})
+            if used + size > limit:
+                self._cut_cell(outs, cell_index)
                 return None
+            self._count(cell_index, used + size)
             return super().output(outs, msg, display_id, cell_index)
         out = super().output(outs, msg, display_id, cell_index)
         if out is None:
             return None
-        used += _output_size(out)
-        self._output_bytes[cell_index] = used
-        if used > self.max_output_bytes:
-            keep = max(0, self.max_output_bytes - (used - _output_size(out)))
-            if out.get("output_type") == "stream":
-                out["text"] = out["text"][:keep]
-            elif out in outs:
-                outs.remove(out)
-            outs.append(self._truncated_note())
+        size = output_size(out)
+        if used + size <= limit:
+            self._count(cell_index, used + size)
+            return out
+        if out.get("output_type") == "stream":
+            out["text"] = out["text"][:max(0, limit - used)]
+            self._count(cell_index, used + len(out["text"]))
+        elif out in outs:
+            outs.remove(out)
+        self._cut_cell(outs, cell_index)
         return out
 
+    def _limit(self, cell_index: int) -> int:
+        """What this cell may keep: its cap, or less once the notebook's outputs near theirs (each cell
+        kept 1 MB: a notebook of many cells could still grow without end)."""
+        elsewhere = self._notebook_bytes - self._output_bytes.get(cell_index, 0)
+        return min(self.max_output_bytes, self.max_notebook_output_bytes - elsewhere)
+
+    def _count(self, cell_index: int, used: int) -> None:
+        self._notebook_bytes += used - self._output_bytes.get(cell_index, 0)
+        self._output_bytes[cell_index] = used
+
+    def _cut_cell(self, outs, cell_index: int) -> None:
+        """The cell keeps nothing more; the note says which limit it reached (review reads it)."""
+        self._cut.add(cell_index)
+        whole = self._limit(cell_index) < self.max_output_bytes
+        outs.append(self._truncated_note(NOTEBOOK_CUT.format(limit=self.max_notebook_output_bytes)
+                                         if whole else ""))
+
     def _update_display_id(self, display_id, msg):
-        """An update replaces the data of every output shown under its display id, in any cell: each copy
-        counts against its cell's cap (nbclient applied it uncounted: 20 small displays updated with
-        500 KB each wrote 10 MB). An update that would take a cell past its cap is dropped, with the note."""
-        size = _output_size({**(msg.get("content") or {}), "output_type": ""})
+        """An update replaces every output shown under its display id: each copy counts against its cell's
+        cap (nbclient applied it uncounted: 20 small displays updated with 500 KB each wrote 10 MB)."""
+        size = output_size({**(msg.get("content") or {}), "output_type": ""})
         shown = self._display_id_map.get(display_id, {})
-        over = [index for index, outputs in shown.items()
-                if self._output_bytes.get(index, 0) + size * len(outputs) > self.max_output_bytes]
-        for index, outputs in shown.items():
-            if index in over and self._output_bytes.get(index, 0) <= self.max_output_bytes:
-                self.nb.cells[index].outputs.append(self._truncated_note())
-            self._output_bytes[index] = (self.max_output_bytes + 1 if index in over
-                                         else self._output_bytes.get(index, 0) + size * len(outputs))
+        grown = {index: self._output_bytes.get(index, 0) + size * len(outputs)
+                 for index, outputs in shown.items()}
+        over = [index for index, used in grown.items() if index in self._cut or used > self._limit(index)]
+        for index in over:
+            if index not in self._cut:
+                self._cut_cell(self.nb.cells[index].outputs, index)
         if not over:
+            for index, used in grown.items():
+                self._count(index, used)
             super()._update_display_id(display_id, msg)
 
     def _truncated_note(self, what: str = "") -> NotebookNode:
@@ -208,6 +223,7 @@ class SandboxedExecute(Execute):
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
         self._output_bytes: dict[int, int] = {}
+        self._notebook_bytes, self._cut = 0, set()   # all cells' counted bytes; cells truncated
         self._widgets, self._widgets_cut = WidgetBudget(self.max_output_bytes), set()
         lost = None   # (cell index, how the kernel was lost)
         try:

@@ -1,4 +1,5 @@
-"""The widget state a notebook's kernel sends (ipywidgets' comm messages), kept under the output cap.
+"""The widget state a notebook's kernel sends (ipywidgets' comm messages), kept under the output cap;
+the size the output caps count (`output_size`).
 
 nbclient keeps every widget's state (the ``state`` of each comm_open and comm_msg, its binary buffers
 base64-encoded) for the notebook's metadata, in the grading process. None of it passed through the
@@ -11,6 +12,15 @@ and refuses a message that would take the whole notebook's widget state past the
 from __future__ import annotations
 
 import json
+
+
+def output_size(output) -> int:
+    """About the bytes an output keeps (or a message's content, given its output_type): a stream's text,
+    else its data and traceback."""
+    if output.get("output_type") == "stream":
+        return len(output.get("text", ""))
+    data = output.get("data", {}) or {}
+    return sum(len(str(value)) for value in data.values()) + len("".join(output.get("traceback", [])))
 
 
 def state_size(value) -> int:
