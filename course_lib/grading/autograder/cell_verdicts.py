@@ -24,6 +24,7 @@ from course_lib.grading.sandbox.execute import (
     MACHINE_BUSY,
     OUTPUT_TRUNCATED,
 )
+from course_lib.grading.student_text import quoted
 from course_lib.notebook_cells import marks
 
 TRUNCATED = OUTPUT_TRUNCATED.split("{")[0]
@@ -147,7 +148,8 @@ def disagreements(notebook, name: str, notebook_points: dict[str, float], verdic
             continue
         maximum = float(marks(cell).get("points", 0))
         if notebook_points[grade_id] < maximum:
-            why = notebook_error(cell) or "no error shown"
+            # what the notebook showed is the student's kernel's to write: quoted as such in the grader's note
+            why = quoted(notebook_error(cell), 300) if notebook_error(cell) else "no error shown"
             found[grade_id] = (f"{grade_id} failed in the notebook ({why}) but passed the isolated re-check: "
                                f"scored {notebook_points[grade_id]:g}/{maximum:g} (the lower of the two)")
     return found
