@@ -16,6 +16,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from autograde_tests.support import probe_course
 from course_lib.grading.autograder import class_files, class_run, judge, report, review, scoring, submissions
+from course_lib.grading.sandbox import execute
 from course_lib.grading.sandbox.cell_clock import CellClock
 from course_lib.grading.sandbox.execute import SandboxedExecute
 from course_lib.grading.student_text import plain_name, quoted, readable, readable_tree
@@ -182,3 +183,11 @@ def test_a_kernel_silent_while_the_machine_gave_it_time_is_not_a_busy_machine():
     assert not _silent_wait(waited_for_a_core_s=1)
     # a starved kernel: it waited for a core most of the time, the machine's fault
     assert _silent_wait(waited_for_a_core_s=50)
+
+
+def test_an_errors_name_and_text_from_the_kernel_are_bounded_and_never_the_graders():
+    content = execute._disown({"ename": "KernelDied" + "x" * 10**4, "evalue": "y" * 10**7, "traceback": []})
+    assert len(content["ename"]) == execute.MAX_ENAME_CHARS
+    assert len(content["evalue"]) == execute.MAX_EVALUE_CHARS
+    assert execute._disown({"ename": "KernelDied"})["ename"] == "KernelDied (raised by the notebook's code)"
+    assert execute._disown({"name": "stdout", "text": "x"}) == {"name": "stdout", "text": "x"}

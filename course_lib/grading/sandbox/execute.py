@@ -40,6 +40,7 @@ CHECK_EVERY_S = 2.0   # how often a running cell's clock is read
 # make the grader grade the submission again.
 RESERVED_NAMES = (KERNEL_DIED, KERNEL_STUCK, KERNEL_SILENT, MACHINE_BUSY, CELL_TIMEOUT, "IsolatedCheckFailed")
 STUDENT_RAISED = " (raised by the notebook's code)"
+MAX_ENAME_CHARS, MAX_EVALUE_CHARS = 200, 20_000   # an error's name and text, as kept
 
 
 def safe_text(value):
@@ -56,7 +57,12 @@ def safe_text(value):
 
 
 def _disown(content):
-    """A kernel message's content with a reserved error name the notebook's code raised renamed."""
+    """A kernel message's content with a reserved error name the notebook's code raised renamed, and its
+    error's name and text bounded (the output cap counts an error's traceback, not these two)."""
+    if isinstance(content, dict) and isinstance(content.get("ename"), str):
+        content = dict(content, ename=content["ename"][:MAX_ENAME_CHARS])
+    if isinstance(content, dict) and isinstance(content.get("evalue"), str):
+        content = dict(content, evalue=content["evalue"][:MAX_EVALUE_CHARS])
     if isinstance(content, dict) and content.get("ename") in RESERVED_NAMES:
         content = dict(content, ename=content["ename"] + STUDENT_RAISED)
     return content
