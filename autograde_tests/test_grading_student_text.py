@@ -191,3 +191,12 @@ def test_an_errors_name_and_text_from_the_kernel_are_bounded_and_never_the_grade
     assert len(content["evalue"]) == execute.MAX_EVALUE_CHARS
     assert execute._disown({"ename": "KernelDied"})["ename"] == "KernelDied (raised by the notebook's code)"
     assert execute._disown({"name": "stdout", "text": "x"}) == {"name": "stdout", "text": "x"}
+
+
+def test_a_submission_nbgrader_gives_no_feedback_is_noted_and_the_class_goes_on(tmp_path):
+    for student in ("ann", "bob"):
+        (tmp_path / "autograded" / student / "probe").mkdir(parents=True)
+    (tmp_path / "feedback" / "ann" / "probe").mkdir(parents=True)
+    results = [report.StudentResult(name, "probe", 3.0, 3.0) for name in ("ann", "bob", "Zoë")]
+    class_files.note_missing_feedback(tmp_path, "probe", results)
+    assert [bool(r.notes) for r in results] == [False, True, False]   # Zoë was refused: never graded

@@ -91,6 +91,17 @@ def _write_json(path: Path, value) -> None:
     partial.replace(path)
 
 
+def note_missing_feedback(grading_dir: Path, assignment: str, results: list[report.StudentResult]) -> None:
+    """A graded submission (its autograded notebook kept) without feedback says so in its notes: nbgrader
+    generate_feedback failed on it, and grades.csv and the others' feedback are written all the same."""
+    for result in results:
+        graded = grading_dir / "autograded" / result.student / assignment
+        if result.assignment == assignment and graded.is_dir() \
+                and not (grading_dir / "feedback" / result.student / assignment).is_dir():
+            result.notes.append("no feedback was generated for this submission (nbgrader generate_feedback "
+                                "failed on it; see the grading run's output)")
+
+
 def write_outputs(grading_dir: Path, db_url: str, assignments: list[str],
                   results: list[report.StudentResult]) -> None:
     """grades.csv for every graded submission in the gradebook; review notes kept across runs.

@@ -28,6 +28,7 @@ from course_lib.grading.autograder import (
 )
 from course_lib.grading.autograder.judge import isolated_sources, load_registry, run_judge
 from course_lib.grading.sandbox import uid_lease
+from course_lib.grading.sandbox.failures import nbgrader_error
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
 from course_lib.grading.sandbox.worker import (
     AssignmentSetup,
@@ -246,7 +247,11 @@ def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report
             held.release()
     if run.feedback:
         for assignment in sorted({r.assignment for r in results}):
-            generate_feedback(run, assignment)
+            try:
+                generate_feedback(run, assignment)
+            except RuntimeError as error:  # a notebook nbgrader cannot render: noted for its student below
+                run.say(f"{assignment}: nbgrader generate_feedback failed: {nbgrader_error(str(error))}")
+            class_files.note_missing_feedback(run.grading_dir, assignment, results)
     return results
 
 
