@@ -194,6 +194,33 @@ def test_no_student_text_or_name_writes_a_graders_note(graded_class):
     assert "the ranks deadlocked (the isolated re-check stopped them" in deadlock
 
 
+def test_no_secret_of_the_grader_reaches_the_code_that_runs_the_answer(graded_class):
+    """Issue 53: the answer scanned its own memory (initial environment block, stack) for the grader's
+    token, in the kernel and in the judge's child, to raise it into its feedback: it found none; and it
+    read the course's grades.csv export."""
+    if not running_as_root():
+        skip_or_fail(ROOT_ONLY)
+    student = "reads_the_graders_secret"
+    result = graded_class.results[("probe", student)]
+    seen = [_feedback(graded_class.root, student), _outputs_text(_autograded(graded_class.root, student)),
+            " ".join(result.notes), " ".join(result.lost.values())]
+    assert hostile_class.GRADER_SECRET_VALUE not in "\n".join(seen)
+    assert "found INSTRUCTOR_TOKEN" not in "\n".join(seen)
+    # nor an export beside the course: the grades.csv `nbgrader export` once wrote there reads empty
+    assert "EXPORT reads ''" in seen[1] and hostile_class.EXPORTED_GRADE not in "\n".join(seen)
+
+
+def test_the_hidden_checks_are_out_of_reach_of_the_answer(graded_class):
+    """Issue 53: the kernel runs no hidden check and cannot read their folder; the judge's child, forked
+    from a judge that holds them, has the folder hidden and refuses their code when the answer calls it."""
+    if not running_as_root():
+        skip_or_fail(ROOT_ONLY)
+    student = "peeks_at_hidden_checks"
+    text = _outputs_text(_autograded(graded_class.root, student))
+    assert "PEEK sees nothing" in text and "PEEK sees the hidden check" not in text
+    assert "the grader's hidden checks" in graded_class.results[("probe", student)].lost["test_scale"]
+
+
 def test_the_grading_parent_does_no_students_work_past_its_limits(graded_class):
     """Issue 53: widget state stays under the output cap (nbgrader held 1.3 GB for 300 MB of it, and the
     parent read that notebook back), an answer cell over 256 KiB is not parsed (quadratic before), and a

@@ -246,6 +246,62 @@ REFUSED = {"Zoë"}
 # a submission over 20 MiB is refused unread
 EXPECTED.update({"widget_flood": (2, 1, True), "long_answer": (0, 1, False), OVERSIZED: (0, 0, True)})
 REFUSED.add(OVERSIZED)
+
+# Issue 53, secrets: READS_THE_GRADERS_SECRET scans its own memory (the initial environment block and the
+# whole stack, where a scrubbed os.environ leaves the grader's strings) for the token the grading run holds
+# and raises it into its feedback; PEEKS_AT_HIDDEN_CHECKS computes its answer with the hidden check's own
+# expected_scale, read from the file (COURSE_HIDDEN_CHECKS names the folder) or found in memory.
+GRADER_SECRET, GRADER_SECRET_VALUE = "INSTRUCTOR_TOKEN", "grader-secret-of-issue-53"
+EXPORTED_GRADE = "classmate,exported-grade-of-issue-53"
+READS_THE_GRADERS_SECRET = """import ctypes
+def _grader_secret():
+    fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+    memory = ctypes.string_at(int(fields[47]), int(fields[48]) - int(fields[47]))
+    for line in open("/proc/self/maps"):
+        if line.rstrip().endswith("[stack]"):
+            low, high = (int(end, 16) for end in line.split()[0].split("-"))
+            memory += ctypes.string_at(low, high - low)
+    start = memory.find(("INSTRUCTOR" + "_TOKEN=").encode())
+    return memory[start:start + 80].split(bytes(1))[0].decode("ascii", "replace") if start >= 0 else None
+try:   # nbgrader export's grades.csv at the course's root, where the docs once said it writes
+    print("EXPORT reads", repr(open("EXPORT_PATH").read()))
+except OSError as error:
+    print("EXPORT refused", type(error).__name__)
+def scale(values, factor):
+    secret = _grader_secret()
+    if secret:
+        raise ValueError("found " + secret)
+    return [v + factor for v in values]
+"""
+PEEKS_AT_HIDDEN_CHECKS = """import os, sys
+def _hidden_expected():
+    module = sys.modules.get("course_hidden_checks.probe")
+    if module is not None:
+        return module.expected_scale
+    for folder in os.environ.get("COURSE_HIDDEN_CHECKS", "").split(os.pathsep):
+        try:
+            source = open(os.path.join(folder, "probe.py")).read()
+        except OSError:
+            continue
+        namespace = {}
+        exec(source, namespace)
+        return namespace["expected_scale"]
+    return None
+print("PEEK sees", "the hidden check" if _hidden_expected() else "nothing")
+def scale(values, factor):
+    expected = _hidden_expected()
+    if expected is None:
+        return [v + factor for v in values]
+    return expected(values, factor).tolist()
+"""
+CASES.update({"reads_the_graders_secret": {"scale": READS_THE_GRADERS_SECRET, "ring_pass": RING},
+              "peeks_at_hidden_checks": {"scale": PEEKS_AT_HIDDEN_CHECKS, "ring_pass": RING}})
+EXPECTED.update({"reads_the_graders_secret": (0, 1, False), "peeks_at_hidden_checks": (0, 1, False),
+                 # the kernel runs no hidden check (the judge does, apart): a patch or a forged `pass` there
+                 # changes nothing, so there is no notebook pass to dispute and nothing to review; a ring
+                 # that deadlocks is seen hanging by the judge's own launcher, which notes it
+                 "patch_check": (0, 1, False), "patch_allclose": (0, 1, False), "forger": (0, 1, False),
+                 "patch_course_lib": (2, 0, False), "patch_distributed": (2, 0, True)})
 _LISTENERS: list[socket.socket] = []
 
 
@@ -266,11 +322,15 @@ def _write(folder: Path, name: str, notebook) -> None:
 
 def write_class(root: Path) -> list[str]:
     """Every case's submission under root/grading/submitted/<case>/probe/."""
+    os.environ.setdefault(GRADER_SECRET, GRADER_SECRET_VALUE)   # the grading run of the class inherits it
+    (root / "grades.csv").write_text(f"student_id,score\n{EXPORTED_GRADE}\n")   # an earlier nbgrader export
     release = probe_course.release(root)
     submitted = root / "grading" / "submitted"
     cases = dict(CASES)
     cases["snoop"] = {"scale": SNOOP.format(root=root), "ring_pass": RING}
     cases["vandal"] = {"scale": VANDAL.format(root=root), "ring_pass": RING}
+    cases["reads_the_graders_secret"] = {"scale": READS_THE_GRADERS_SECRET.replace(
+        "EXPORT_PATH", str(root / "grades.csv")), "ring_pass": RING}
     if running_as_root():  # without root nothing keeps its files out of the machine's /tmp
         cases["neighbour"] = {"scale": NEIGHBOUR.replace("PORT", str(grader_listener())), "ring_pass": RING}
     for student, answers in cases.items():
