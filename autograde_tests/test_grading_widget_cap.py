@@ -25,7 +25,8 @@ def test_a_widget_state_is_kept_until_the_notebooks_widgets_reach_the_limit():
     assert budget.admit(_state_msg("a", {"value": "x" * 600}))
     assert not budget.admit(_state_msg("b", {"value": "x" * 600}))      # 1200 > 1000: refused
     assert budget.admit(_state_msg("b", {"value": "x" * 300}))
-    assert budget.total == 900
+    assert budget.total == 900 + 2 * len('"value": ')
+    assert not budget.admit(_state_msg("c", {"k" * 200 + str(i): "" for i in range(10)}))   # names count
 
 
 def test_a_state_that_replaces_an_older_one_gives_its_bytes_back():

@@ -61,7 +61,8 @@ class WidgetBudget:
         if not isinstance(state, dict) or not isinstance(comm_id, str):
             return False
         try:
-            sizes = {key: state_size(value) for key, value in state.items()}
+            # each key's name counts too ("name": value): a million long keys of empty values is no free state
+            sizes = {key: len(str(key)) + 4 + state_size(value) for key, value in state.items()}
         except (TypeError, ValueError, RecursionError):   # a structure too deep to write: not kept
             return False
         if data.get("buffer_paths"):
