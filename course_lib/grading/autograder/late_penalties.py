@@ -29,11 +29,13 @@ _loaded: dict[Path, tuple[int, Config]] = {}
 
 
 def course_config_file(db_url: str) -> Path | None:
-    """``<course>/nbgrader_config.py`` for a gradebook at ``<course>/grading/gradebook.db``."""
+    """``<course>/nbgrader_config.py`` for a gradebook at ``<course>/grading/gradebook.db``; None for a
+    gradebook elsewhere (a test's, a private course's): the folder above it is no course."""
     prefix = "sqlite:///"
-    if not db_url.startswith(prefix):
+    database = Path(db_url[len(prefix):]) if db_url.startswith(prefix) else None
+    if database is None or database.parent.name != "grading":
         return None
-    return Path(db_url[len(prefix):]).parent.parent / CONFIG_FILE
+    return database.parent.parent / CONFIG_FILE
 
 
 def course_config(db_url: str) -> Config:
