@@ -1,6 +1,11 @@
 """nbgrader's exchange end to end on a local exchange folder: the instructor releases, two students
 fetch and submit (as their own users where the machine allows it), the instructor collects, grades
-with `make grade`'s pipeline, and releases the feedback, which the students fetch.
+with `make grade`'s pipeline, and releases the feedback, which the students fetch. The assignment is due
+the day before (`nbgrader db assignment add --duedate`, as docs/instructors.md says, before anything else
+made the gradebook) and the course's penalty is "zero": every submission is late, and the gradebook, the
+feedback, grades.csv and `nbgrader export` show its time, its raw score and the penalty. As root, a
+classmate (the account daemon) also makes an inbound entry in the answering student's name, later than
+theirs: collect refuses it, saying who made it, and the student's own submission is the one graded.
 
 As root, student "nobody" runs as the real user nobody (its own uid, as on a shared JupyterHub
 server) and student "root" as root; otherwise both steps run as the current user. A student runs
