@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.support.import_layers import back_imports, folder_cycles, names_in_imports
+from tests.support.import_layers import back_imports, folder_cycles, names_in_imports, unit_of
 
 ROOT = Path(__file__).resolve().parents[1] / "course_lib"
 
@@ -22,7 +22,7 @@ LAYERS = [
     ("viz",),
     ("examples",),
     ("capstone",),
-    ("grading/__init__.py", "grading/settings.py"),
+    ("grading/__init__.py", "grading/settings.py", "grading/student_text.py"),
     ("grading/sandbox",),
     ("grading/attempt",),
     ("grading/checks",),
@@ -57,6 +57,13 @@ REAL_LAYERS = [
     ("real/cluster",),
 ]
 INSTRUCTOR_FOLDERS = ("instructor", "autograde_tests")
+
+
+def test_every_module_of_course_lib_has_its_layer():
+    """A module no layer lists escapes every rule above: a new file at a package's top joins a layer."""
+    unlisted = [str(path.relative_to(ROOT)) for path in sorted(ROOT.rglob("*.py"))
+                if unit_of(path, ROOT, LAYERS) is None]
+    assert not unlisted, f"add these to a layer of LAYERS: {unlisted}"
 
 
 def test_no_package_imports_a_higher_layer():
