@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -18,6 +19,12 @@ SOLUTION_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", re.MULTILI
 PYTHON_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 # The longest answer cell the grader parses: the course's longest is 8 KB; a bigger cell is no answer.
 MAX_DEFINITIONS_CHARS = 256 * 1024
+# The definitions of the sources asked for lately (graders run in threads), up to 64 MiB of text: a
+# submission's answer cells (20 MiB at most) are parsed once, not once per registered test cell.
+_RECENT: dict[str, str] = {}
+_RECENT_LOCK = threading.Lock()
+_recent_chars = 0
+MAX_RECENT_CHARS = 64 * 1024**2
 TOO_LONG = ("this answer cell is {size} characters long, over the grader's limit of {limit}: the grader does "
             "not run it")
 
@@ -101,7 +108,29 @@ def definitions_only(source: str) -> str:
     """Top-level definitions of a cell; calls, prints, magics and loops are dropped.
 
     A cell over MAX_DEFINITIONS_CHARS is not parsed (the parser's tree of a 1 MB cell takes hundreds of
-    MB): its definitions are one line that raises, so the answer fails with the reason."""
+    MB): its definitions are one line that raises, so the answer fails with the reason. The grader asks
+    again for every answer cell once per registered test cell: each source is parsed once (_RECENT)."""
+    with _RECENT_LOCK:
+        kept = _RECENT.get(source)
+    if kept is None:
+        kept = _definitions(source)
+        _remember(source, kept)
+    return kept
+
+
+def _remember(source: str, kept: str) -> None:
+    """Keep the latest sources' definitions, at most MAX_RECENT_CHARS of text in all (oldest out first)."""
+    global _recent_chars
+    with _RECENT_LOCK:
+        if source not in _RECENT:
+            _RECENT[source] = kept
+            _recent_chars += len(source) + len(kept)
+        while _recent_chars > MAX_RECENT_CHARS and _RECENT:
+            oldest = next(iter(_RECENT))
+            _recent_chars -= len(oldest) + len(_RECENT.pop(oldest))
+
+
+def _definitions(source: str) -> str:
     if len(source) > MAX_DEFINITIONS_CHARS:
         return f"raise ValueError({TOO_LONG.format(size=len(source), limit=MAX_DEFINITIONS_CHARS)!r})\n"
     lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
