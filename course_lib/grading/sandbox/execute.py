@@ -1,14 +1,11 @@
 """nbgrader's Execute step, hardened for hostile notebooks and busy machines.
 
-A cell that prints 100 MB keeps only the first `max_output_bytes` of it, and a notebook's widgets
-keep at most that much state (widget_budget.py), an Output widget's captured output counted as the
-cell's. A cell's time limit counts the time the machine gave it (cell_clock.py), so a correct cell is
-not cut because the grading machine is busy; one that has had its limit is interrupted and only that
-cell fails. A kernel that dies (os._exit, a crash, a memory kill) or does not come back to idle within
-`iopub_timeout` seconds after a cell's reply or its interrupt no longer fails the whole submission: the
-cells from there on get an error output, so their tests score 0, and the notebook is marked for review.
-Where the machine, not the student's code, was at fault, the output is named MACHINE_BUSY: the grader
-grades it again.
+Output is capped: per cell, per notebook, and the widgets' state (widget_budget.py). A cell's time limit
+counts the time the machine gave it (cell_clock.py); a cell past it is interrupted, only that cell fails.
+A kernel that dies (os._exit, a crash, a memory kill) or does not come back to idle within `iopub_timeout`
+seconds after a cell's reply or its interrupt no longer fails the whole submission: the cells from there
+on get an error output, so their tests score 0, and the notebook is marked for review. Where the machine,
+not the student's code, was at fault, the output is named MACHINE_BUSY: the grader grades it again.
 """
 
 from __future__ import annotations
@@ -134,8 +131,7 @@ class SandboxedExecute(Execute):
         return out
 
     def _limit(self, cell_index: int) -> int:
-        """What this cell may keep: its cap, or less once the notebook's outputs near theirs (each cell
-        kept 1 MB: a notebook of many cells could still grow without end)."""
+        """What this cell may keep: its cap, or less once the notebook's outputs near theirs."""
         elsewhere = self._notebook_bytes - self._output_bytes.get(cell_index, 0)
         return min(self.max_output_bytes, self.max_notebook_output_bytes - elsewhere)
 
@@ -171,8 +167,7 @@ class SandboxedExecute(Execute):
                             text="\n" + OUTPUT_TRUNCATED.format(limit=self.max_output_bytes) + what + "\n")
 
     def handle_comm_msg(self, outs, msg, cell_index):
-        """A widget's state is kept for the notebook only while all of it fits the output cap (review
-        reads the note under the cell, as for printed output)."""
+        """A widget's state is kept only while the notebook's widgets fit the cap (noted as output is)."""
         if self.store_widget_state and not self._widgets.admit(msg):
             if cell_index not in self._widgets_cut:
                 self._widgets_cut.add(cell_index)
