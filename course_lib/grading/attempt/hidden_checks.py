@@ -21,10 +21,10 @@ import sys
 import types
 from pathlib import Path
 
+from course_lib.grading.sandbox.policy import JUDGED_APART_ENV
 from course_lib.grading.settings import CODE_ROOT, HIDDEN_CHECKS_ENV, read_settings
 
 PACKAGE = "course_hidden_checks"
-JUDGED_APART_ENV = "COURSE_CHECKS_JUDGED_APART"
 DEFERRED = ("hidden test: its verdict is the grader's isolated re-check (the test runs apart from this "
             "notebook, where your code cannot reach the checks)")
 

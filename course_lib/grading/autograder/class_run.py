@@ -132,13 +132,11 @@ def prepare(run: GradingRun, assignment: str,
     hidden = [str(root / name) for root in {run.course_root, CODE_ROOT}
               for name in (run.source_directory, "grading", ".git", "grades.csv")]  # nbgrader export's
     hidden += [str(path) for path in run.course.hidden_from_students] + run.also_hide
-    judged_apart = run.recheck and run.course.registry is not None  # the kernel defers its hidden checks
     setup = AssignmentSetup(course_id=run.course.course_id, assignment=assignment, source_dir=source_dir,
                             template_db=template, hidden_paths=hidden,
                             cell_timeout=run.course.cell_timeout_for(assignment),
                             notebook_timeout=run.notebook_timeout, max_output_bytes=run.max_output_bytes,
-                            policy=replace(run.policy, checks_judged_apart=judged_apart),
-                            code_root=CODE_ROOT,
+                            policy=run.policy, code_root=CODE_ROOT,
                             hidden_checks=tuple(str(folder) for folder in run.course.hidden_checks))
     return setup, submissions.AssignmentShape(assignment, release)
 
@@ -238,8 +236,8 @@ def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report
     setups, work = collect_work(run, targets, scratch)
     held = sandbox_uids(run, len(work) + max(1, len(setups)))
     try:
-        for setup, _ in setups:
-            setup.policy = replace(run.policy, checks_judged_apart=setup.policy.checks_judged_apart)
+        for setup, _ in setups:   # the kernels defer their hidden checks to the judge, when it runs
+            setup.policy = replace(run.policy, judged_apart=run.recheck and bool(run.course.registry))
         _preflight(run, setups, scratch, registry, first_spare_uid=run.policy.uid + len(work))
         results = _grade_pool(run, work, scratch, registry)
     finally:

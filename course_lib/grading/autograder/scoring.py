@@ -146,7 +146,7 @@ def finish(run, setup, outcome: Outcome) -> report.StudentResult:
             scores[(name, grade_id)] = (0.0, (scores.get((name, grade_id)) or (0, False))[1])
         # A kernel whose hidden checks were judged apart (sandbox/kernel.py) ran no hidden check: its pass
         # is no verdict to dispute, and the judge's failure is the cell's reason (shown below), not a flag.
-        judged_apart = getattr(getattr(setup, "policy", None), "checks_judged_apart", False)
+        judged_apart = getattr(getattr(setup, "policy", None), "judged_apart", False)
         for grade_id in () if judged_apart else disputed:
             review_cells.add((name, grade_id))
             notes.append(f"{grade_id} passed in the notebook but failed the isolated re-check: scored 0")

@@ -31,6 +31,9 @@ MNT_DETACH = 2
 PR_SET_NO_NEW_PRIVS = 38
 # The environment variable through which a grading process hands its policy to its children.
 POLICY_ENV = "COURSE_GRADING_SANDBOX"
+# Set in a grading kernel whose hidden test cells the isolated judge re-checks apart (kernel.py): there,
+# attempt/hidden_checks.py hands back checks that only defer to the judge.
+JUDGED_APART_ENV = "COURSE_CHECKS_JUDGED_APART"
 # What of the grader's environment student code still sees: the course's own settings, how to find
 # and load Python, Jupyter and the course (an HPC module's Python needs its LD_LIBRARY_PATH), the locale,
 # and the knobs of torch's threads and devices. Everything else (an instructor's tokens, Slurm's job
@@ -57,7 +60,7 @@ class SandboxPolicy:
     home: str | None = None               # writable HOME/TMPDIR for the student code
     # Hidden test cells are judged by the isolated re-check (a registry, and the re-check on): the kernel
     # then never sees the hidden checks, and its hidden cells leave their verdict to the judge.
-    checks_judged_apart: bool = False
+    judged_apart: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
