@@ -15,8 +15,9 @@ from autograde_tests.support import probe_course
 from course_lib.grading.autograder import submissions
 from course_lib.grading.autograder.submission_spool import (
     MAX_SUBMISSION_BYTES,
+    MAX_SUBMISSION_FILES,
     read_submission,
-    submission_bytes,
+    submission_size,
 )
 from course_lib.grading.sandbox import worker
 
@@ -37,7 +38,7 @@ def test_a_submission_over_the_limit_is_refused_unread_with_its_reason(tmp_path)
         handle.truncate(45 * 2**20)
     (folder / ".ipynb_checkpoints").mkdir()
     os.symlink("/dev/zero", folder / "endless")          # links are not read: they count nothing
-    assert submission_bytes(folder) == 45 * 2**20
+    assert submission_size(folder) == (1, 45 * 2**20)
     shape = _shape()
     tracemalloc.start()
     try:
@@ -46,9 +47,18 @@ def test_a_submission_over_the_limit_is_refused_unread_with_its_reason(tmp_path)
     finally:
         tracemalloc.stop()
     assert peak < 2**20, f"the parent read {peak} bytes of a refused submission"
-    assert submission.refused and "over the grader's limit of 20 MiB" in submission.refused
+    assert submission.refused and "45.0 MiB, over the grader's limit of 20 MiB" in submission.refused
     assert submission.files == {} and submission.refused in submission.notes
     assert not (tmp_path / "spool").exists()
+
+
+def test_a_submission_of_more_files_than_collect_copies_is_refused(tmp_path):
+    folder = _folder(tmp_path)
+    for index in range(MAX_SUBMISSION_FILES + 5):
+        (folder / f"f{index}.txt").write_bytes(b"")
+    assert submission_size(folder)[0] == MAX_SUBMISSION_FILES + 1   # the count stops there
+    submission = read_submission(tmp_path / "submitted", "ann", _shape(), {}, tmp_path / "spool")
+    assert f"more than {MAX_SUBMISSION_FILES} files" in submission.refused
 
 
 def test_a_vetted_submission_is_kept_on_disk_for_its_turn_not_in_memory(tmp_path):
