@@ -1,11 +1,11 @@
 """A submission read once, within a stated size, and kept on disk until its student's turn (issue 53).
 
 The grading parent read every submitted file into memory when the run started and held all of them until
-the run ended (a 45 MB cell: the parent at 829 MB). Now a submission over MAX_SUBMISSION_BYTES (or of more
-than MAX_SUBMISSION_FILES files) is refused
-before a byte of it is read, with its reason (that student scores 0; the class goes on), and the vetted
-files of the others are written to the run's spool folder (the grader's alone), from which the worker
-copies them into the student's private course: the parent holds one submission at a time, while vetting it.
+the run ended (a 45 MB cell: the parent at 829 MB). Now a submission over MAX_SUBMISSION_BYTES (or of
+more than MAX_SUBMISSION_FILES files) is refused before a byte of it is read, with its reason (that
+student scores 0; the class goes on), and the vetted files of the others are written to the run's spool
+folder (the grader's alone), from which the worker copies them into the student's private course: the
+parent holds one submission at a time, while vetting it.
 """
 
 from __future__ import annotations
