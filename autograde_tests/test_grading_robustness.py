@@ -206,8 +206,10 @@ def test_no_secret_of_the_grader_reaches_the_code_that_runs_the_answer(graded_cl
             " ".join(result.notes), " ".join(result.lost.values())]
     assert hostile_class.GRADER_SECRET_VALUE not in "\n".join(seen)
     assert "found INSTRUCTOR_TOKEN" not in "\n".join(seen)
-    # nor an export beside the course: the grades.csv `nbgrader export` once wrote there reads empty
-    assert "EXPORT reads ''" in seen[1] and hostile_class.EXPORTED_GRADE not in "\n".join(seen)
+    # nor an export beside the course: the grades.csv `nbgrader export` once wrote there is hidden (empty,
+    # or not there at all where the course lies in /tmp, which the sandbox does not show)
+    assert "EXPORT reads ''" in seen[1] or "EXPORT refused" in seen[1], seen[1]
+    assert hostile_class.EXPORTED_GRADE not in "\n".join(seen)
 
 
 def test_the_hidden_checks_are_out_of_reach_of_the_answer(graded_class):
