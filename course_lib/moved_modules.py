@@ -192,9 +192,10 @@ def install(package: str) -> None:
     """Put a stand-in in sys.modules for every old path under ``package`` (from its __init__): those
     directly under it, and those under a stand-in (``course_lib.dist.runner`` under ``course_lib.dist``)."""
     parent = sys.modules.get(package)
-    for old, new in MOVED.items():
-        if old.rpartition(".")[0] != package:
-            continue
+    moved_here = [(old, new) for old, new in MOVED.items() if old.rpartition(".")[0] == package]
+    if not moved_here:
+        return
+    for old, new in moved_here:
         stand_in = sys.modules.setdefault(old, MovedModule(old, new))
         name = old.rpartition(".")[2]
         if parent is not None and not isinstance(parent, MovedModule) and name not in vars(parent):
