@@ -28,6 +28,16 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # `nbgrader collect` takes a submission's time from the file system, not from the name and timestamp.txt
 # the student's own `nbgrader submit` wrote (docs/grading.md, "What a hostile student tries").
 c.ExchangeFactory.collect = "course_lib.grading.autograder.exchange_collect.TrustedCollect"
+# `nbgrader export` writes under grading/ (mode 0700, hidden from student code), never beside the course
+# where a grading sandbox could read it (a grades.csv left at the root is hidden from it as well).
+c.CsvExportPlugin.to = os.path.join(ROOT, "grading", "export.csv")
+
+# Late submissions (docs/instructors.md, "Due dates and late submissions"): the due date is the assignment's
+# in grading/gradebook.db (`nbgrader db assignment add ID --duedate=...`); a submission's time is when the
+# exchange or the zip reached the grader. What being late costs, applied by `make grade` to the final
+# scores: "none" (recorded, nothing taken off) or "zero"; or a plugin class of your own, e.g.
+# c.AssignLatePenalties.plugin_class = "my_penalties.TenPercentPerDay"
+c.LateSubmissionPlugin.penalty_method = "none"
 
 # The grading run's settings (course_lib.grading.settings reads them; nbgrader ignores them): where the
 # instructor-only hidden checks are (searched in order), the registry of the test cells the isolated judge

@@ -1,6 +1,11 @@
 """nbgrader's exchange end to end on a local exchange folder: the instructor releases, two students
 fetch and submit (as their own users where the machine allows it), the instructor collects, grades
-with `make grade`'s pipeline, and releases the feedback, which the students fetch.
+with `make grade`'s pipeline, and releases the feedback, which the students fetch. The assignment is due
+the day before (`nbgrader db assignment add --duedate`, as docs/instructors.md says, before anything else
+made the gradebook) and the course's penalty is "zero": every submission is late, and the gradebook, the
+feedback, grades.csv and `nbgrader export` show its time, its raw score and the penalty. As root, a
+classmate (the account daemon) also makes an inbound entry in the answering student's name, later than
+theirs: collect refuses it, saying who made it, and the student's own submission is the one graded.
 
 As root, student "nobody" runs as the real user nobody (its own uid, as on a shared JupyterHub
 server) and student "root" as root; otherwise both steps run as the current user. A student runs
@@ -11,6 +16,7 @@ enter (a clone in root's home or in a `mktemp -d` folder).
 
 from __future__ import annotations
 
+import csv
 import io
 import os
 import pwd
@@ -105,12 +111,38 @@ def _forge_an_early_submission(exchange: Path) -> str:
     return forged.name
 
 
+def _forge_a_submission_in_anothers_name(exchange: Path, victim: str, notebook: bytes) -> bool:
+    """What a classmate (the account ``daemon``) can do: an inbound entry in ``victim``'s name, later than
+    the victim's own, holding a notebook that scores 0. False where there is no such classmate to act."""
+    if not running_as_root():
+        return False
+    try:
+        attacker = pwd.getpwnam("daemon")
+    except KeyError:
+        return False
+    time = datetime.now(UTC).replace(tzinfo=None) + timedelta(minutes=1)
+    entry = exchange / COURSE_ID / "inbound" / f"{victim}+probe+{time} UTC+forged"
+    subprocess.run(["sh", "-c", 'mkdir "$1" && cat > "$1/probe.ipynb"', "sh", str(entry)], input=notebook,
+                   user=attacker.pw_uid, group=attacker.pw_gid, extra_groups=[], cwd="/", check=True,
+                   timeout=60)
+    return True
+
+
+def _grades(path: Path) -> dict[str, dict]:
+    with path.open(newline="") as handle:
+        return {row["student_id"]: row for row in csv.DictReader(handle)}
+
+
 def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area, students_venv):
     started = datetime.now(UTC).replace(tzinfo=None)
     course = probe_course.build(tmp_path / "course")
     shutil.copy(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
+    with (course / "nbgrader_config.py").open("a") as config:   # docs/instructors.md, "Due dates"
+        config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
     (course / "grading").mkdir(mode=0o700)  # the gradebook's folder, as `make grade` makes it
     exchange = shared_area / "exchange"
+    due = started - timedelta(days=1)   # every submission of this test is late
+    _nbgrader(course, exchange, "db", "assignment", "add", "probe", f"--duedate={due} UTC")
     _nbgrader(course, exchange, "generate_assignment", "probe", "--force")
     _nbgrader(course, exchange, "release_assignment", "probe")
     solution = fixtures.solution_sources(nbformat.read(course / "solutions" / "probe" / "probe.ipynb", 4))
@@ -128,6 +160,9 @@ def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area, 
         _nbgrader(home, exchange, "submit", "probe", user=student, python=student_python)
 
     forged = _forge_an_early_submission(exchange)
+    release = (exchange / COURSE_ID / "outbound" / "probe" / "probe.ipynb").read_bytes()   # unanswered
+    impersonated = _forge_a_submission_in_anothers_name(exchange, "nobody", release) if "nobody" in students \
+        else False
     collected = _nbgrader(course, exchange, "collect", "probe")
     assert sorted(p.name for p in (course / "grading" / "submitted").iterdir()) == sorted(students)
     # the time is when the files last changed, not the name or timestamp.txt the student wrote
@@ -136,12 +171,24 @@ def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area, 
         received = parse_utc(stamp.read_text())
         assert received >= started - timedelta(seconds=2), (student, received, started)
     assert f"its name says {FORGED}" in collected and forged in collected
+    if impersonated:   # refused and reported with who tried; the victim's own submission is collected
+        assert "it names student 'nobody' but belongs to daemon" in collected, collected[-3000:]
     run = class_run.GradingRun(course_root=course, jobs=2, stream=io.StringIO(),
                                course=replace(probe_course.PROBE_SETTINGS, cell_timeout=30),
                                policy=SandboxPolicy(uid=62200, gid=62200),
                                check_reference=False)  # tested on its own; here the exchange is
-    scores = {r.student: r.score for r in class_run.grade(run, ["probe"])}
-    assert scores == {student: (3 if answers else 0) for student, answers in students.items()}
+    results = {r.student: r for r in class_run.grade(run, ["probe"])}
+    points = {student: (3.0 if answers else 0.0) for student, answers in students.items()}
+    assert {student: r.score for student, r in results.items()} == dict.fromkeys(students, 0.0)   # late
+    # (a course config's CsvExportPlugin.to outranks --to, which sets ExportPlugin.to: name the class)
+    _nbgrader(course, exchange, "export", f"--CsvExportPlugin.to={tmp_path / 'export.csv'}")
+    for grades in (_grades(course / "grading" / "grades.csv"), _grades(tmp_path / "export.csv")):
+        for student in students:   # the time collect wrote, the raw score and the 'zero' penalty
+            stamp = (course / "grading" / "submitted" / student / "probe" / "timestamp.txt").read_text()
+            row = grades[student]
+            assert parse_utc(row["timestamp"]) == parse_utc(stamp) and parse_utc(row["duedate"]) == due, row
+            assert (float(row["raw_score"]), float(row["late_submission_penalty"]), float(row["score"])) == \
+                (points[student], points[student], 0.0), row
 
     _nbgrader(course, exchange, "release_feedback", "probe")
     for student in students:
@@ -149,8 +196,10 @@ def test_release_fetch_submit_collect_grade_and_feedback(tmp_path, shared_area, 
         _nbgrader(home, exchange, "fetch_feedback", "probe", user=student, python=student_python)
         feedback = list((home / "probe" / "feedback").glob("*/probe.html"))
         assert len(feedback) == 1, f"{student} fetched no feedback"
-        points = 3 if students[student] else 0
-        assert f"{points}.0 / 3.0" in feedback[0].read_text(), f"{student}'s feedback shows another score"
+        html = feedback[0].read_text()
+        assert "0.0 / 3.0" in html, f"{student}'s feedback shows another score"
+        if points[student]:
+            assert "Late submission penalty (Score: -3.0)" in html, f"{student}'s feedback shows no penalty"
 
 
 def test_another_account_runs_nbgrader_with_the_students_python(shared_area, students_venv):

@@ -86,7 +86,7 @@ def test_a_cell_the_notebook_fails_and_the_judge_passes_is_flagged():
                                    _test_cell("b", _stream("stdout", "ok"))])
     found = cell_verdicts.disagreements(notebook, "nb", {"a": 0.0, "b": 3.0},
                                         {"a": Verdict(True), "b": Verdict(True)})
-    assert list(found) == ["a"] and "failed in the notebook (NameError" in found["a"]
+    assert list(found) == ["a"] and "failed in the notebook («NameError" in found["a"]
     assert "passed the isolated re-check" in found["a"]
 
 

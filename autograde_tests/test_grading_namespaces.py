@@ -105,3 +105,90 @@ def test_kernel_output_is_made_writable_and_the_graders_error_names_are_its_own(
     raised = execute._disown({"ename": execute.MACHINE_BUSY, "evalue": "forged"})
     assert raised["ename"] == execute.MACHINE_BUSY + execute.STUDENT_RAISED
     assert execute._disown({"ename": "ValueError"}) == {"ename": "ValueError"}
+
+
+# Issue 53: a child forked from a process the grader started in a student's namespaces (as the judge's are)
+# and caged by the policy, as student code would be: what it can reach of the host and of its own memory.
+CAGED_CHILD = r'''import ctypes, fcntl, os, socket, sys
+from course_lib.grading.sandbox.policy import SandboxPolicy
+pid = os.fork()
+if pid:
+    sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+SandboxPolicy.from_json(sys.argv[1]).enter()
+print("run holds", sorted(os.listdir("/run")))
+try:
+    socket.socket(socket.AF_UNIX).connect(sys.argv[2])
+    print("host socket reached")
+except OSError as error:
+    print("host socket refused", type(error).__name__)
+try:
+    with open(sys.argv[3]) as lease:
+        fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("lease locked")
+except OSError as error:
+    print("lease refused", type(error).__name__)
+for lock_dir in ("/run/lock", "/var/lock"):
+    try:
+        open(os.path.join(lock_dir, sys.argv[4]), "w").close()
+        print("wrote", lock_dir)
+    except OSError as error:
+        print("could not write", lock_dir, type(error).__name__)
+fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+env_start, env_end = int(fields[47]), int(fields[48])       # the initial environment block, on the stack
+memory = ctypes.string_at(env_start, env_end - env_start)
+for line in open("/proc/self/maps"):
+    if line.rstrip().endswith("[stack]"):
+        low, high = (int(end, 16) for end in line.split()[0].split("-"))
+        memory += ctypes.string_at(low, high - low)
+print("export reads", repr(open(sys.argv[6]).read()))
+secret = sys.argv[5][::-1].encode()       # given reversed: argv lies on the stack too
+print("token in memory" if secret in memory else "no token in memory")
+'''
+
+
+def test_a_caged_child_finds_no_host_socket_lock_lease_or_graders_secret(tmp_path, monkeypatch):
+    """/run is the namespace's own (the host's sockets, /run/lock and the uid leases out of reach), and the
+    process the grader starts there is exec'ed with the course's environment only: a child forked from it
+    finds no token of the grader's in /proc/self/environ or anywhere on its stack. A hidden file (an export
+    beside the course) reads empty."""
+    if not running_as_root() or not shutil.which("bwrap"):
+        skip_or_fail("a student's namespaces need root and bubblewrap (apt-get install bubblewrap)")
+    from course_lib.grading.sandbox import uid_lease
+    from course_lib.grading.sandbox.policy import SandboxPolicy
+
+    secret = f"grader-secret-{os.getpid()}"
+    monkeypatch.setenv("INSTRUCTOR_TOKEN", secret)
+    host_socket = f"/run/grading-test-{os.getpid()}.sock"
+    lock_name = f"grading-test-{os.getpid()}"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(host_socket)
+    os.chmod(host_socket, 0o777)
+    listener.listen(1)
+    home = tmp_path / "home"
+    home.mkdir()
+    uid = uid_lease.HIGHEST_UID - 10
+    os.chown(home, uid, uid)
+    course = tmp_path / "course"
+    course.mkdir(mode=0o755)
+    export = course / "grades.csv"          # what `nbgrader export` once wrote beside the course
+    export.write_text("student_id,score\nclassmate,3\n")
+    export.chmod(0o644)
+    policy = SandboxPolicy(uid=uid, gid=uid, home=str(home), exposed_paths=[str(home), str(course)],
+                           hidden_paths=[str(export)])
+    try:
+        with uid_lease.lease(uid, 1) as held:
+            lease_file = held._files[0].name
+            command = namespaces.isolated([sys.executable, "-c", CAGED_CHILD, policy.to_json(), host_socket,
+                                           lease_file, lock_name, secret[::-1], str(export)],
+                                          keep=[tmp_path])
+            ok, output = Sessions().run(command, tmp_path, None, 120)
+    finally:
+        listener.close()
+        os.unlink(host_socket)
+    assert ok, output
+    assert "run holds ['lock']" in output, output
+    assert "host socket refused" in output and "lease refused" in output, output
+    assert "no token in memory" in output, output
+    assert "export reads ''" in output, output
+    assert not os.path.exists(f"/run/lock/{lock_name}"), "the namespace's /run/lock went with it"
+    assert oct(os.stat(uid_lease.lease_dir()).st_mode & 0o777) == "0o700"

@@ -86,7 +86,8 @@ def test_hostile_code_finds_no_solutions_and_writes_nowhere(graded_class):
     assert full.cells  # still a notebook, not "vandalised"
     with sqlite3.connect(root / "grading" / "gradebook.db") as db:
         students = {row[0] for row in db.execute("select id from student")}
-    assert students == {student for (_, student) in graded_class.results}
+    # a refused id (hostile_class.REFUSED) is scored 0 in the results and grades.csv, never in the gradebook
+    assert students == {student for (_, student) in graded_class.results} - hostile_class.REFUSED
 
 
 def test_grades_csv_and_summary_cover_the_class(graded_class):
@@ -164,3 +165,74 @@ def test_the_network_and_tmp_are_the_students_own(graded_class):
     left = [path for folder in ("/tmp", "/var/tmp", "/dev/shm")
             for path in glob.glob(f"{folder}/{hostile_class.LEFTOVER}-*")]
     assert left == []
+
+
+def test_student_text_that_stopped_the_class_costs_its_student_alone(graded_class):
+    """Issue 53: a verdict holding a lone surrogate, "\\ud800" in a notebook's JSON, a file name that is not
+    UTF-8, a folder name that is no student id: each student is graded (or refused, scored 0 with the
+    reason) and the class beside them is graded in full."""
+    results = graded_class.results
+    assert results[("probe", "full")].lost == {} and not results[("probe", "full")].needs_review
+    assert results[("probe", "surrogate_error")].lost["test_scale"].startswith("0/2")
+    notes = {student: " ".join(results[("probe", student)].notes) for student in ("bad_file_name", "Zoë")}
+    assert "«notes-\ufffd.txt» was left out" in notes["bad_file_name"]
+    assert "«Zoë» is not usable as a folder name" in notes["Zoë"]
+    rows = (graded_class.root / "grading" / "grades.csv").read_text(encoding="utf-8")
+    assert "Zoë" in rows and "\ufffd" in rows
+
+
+def test_no_student_text_or_name_writes_a_graders_note(graded_class):
+    """Issue 53: an exception the student names RanksHungError writes no deadlock note; a kernel whose idle
+    status is swallowed is not "a machine too busy" and is not graded twice with twice the budget."""
+    forged = graded_class.results[("probe", "forged_hang")]
+    assert not forged.needs_review and not any("deadlock" in note for note in forged.notes), forged.notes
+    assert "deadlock detected" not in _feedback(graded_class.root, "forged_hang")
+    silent = " ".join(graded_class.results[("probe", "silent_kernel")].notes)
+    assert "stopped reporting back" in silent
+    assert "graded twice" not in silent and "busy" not in silent
+    deadlock = " ".join(graded_class.results[("probe", "deadlock")].notes)
+    assert "the ranks deadlocked (the isolated re-check stopped them" in deadlock
+
+
+def test_no_secret_of_the_grader_reaches_the_code_that_runs_the_answer(graded_class):
+    """Issue 53: the answer scanned its own memory (initial environment block, stack) for the grader's
+    token, in the kernel and in the judge's child, to raise it into its feedback: it found none; and it
+    read the course's grades.csv export."""
+    if not running_as_root():
+        skip_or_fail(ROOT_ONLY)
+    student = "reads_the_graders_secret"
+    result = graded_class.results[("probe", student)]
+    seen = [_feedback(graded_class.root, student), _outputs_text(_autograded(graded_class.root, student)),
+            " ".join(result.notes), " ".join(result.lost.values())]
+    assert hostile_class.GRADER_SECRET_VALUE not in "\n".join(seen)
+    assert "found INSTRUCTOR_TOKEN" not in "\n".join(seen)
+    # nor an export beside the course: the grades.csv `nbgrader export` once wrote there is hidden (empty,
+    # or not there at all where the course lies in /tmp, which the sandbox does not show)
+    assert "EXPORT reads ''" in seen[1] or "EXPORT refused" in seen[1], seen[1]
+    assert hostile_class.EXPORTED_GRADE not in "\n".join(seen)
+
+
+def test_the_hidden_checks_are_out_of_reach_of_the_answer(graded_class):
+    """Issue 53: the kernel runs no hidden check and cannot read their folder; the judge's child, forked
+    from a judge that holds them, has the folder hidden and refuses their code when the answer calls it."""
+    if not running_as_root():
+        skip_or_fail(ROOT_ONLY)
+    student = "peeks_at_hidden_checks"
+    text = _outputs_text(_autograded(graded_class.root, student))
+    assert "PEEK sees nothing" in text and "PEEK sees the hidden check" not in text
+    assert "the grader's hidden checks" in graded_class.results[("probe", student)].lost["test_scale"]
+
+
+def test_the_grading_parent_does_no_students_work_past_its_limits(graded_class):
+    """Issue 53: widget state stays under the output cap (nbgrader held 1.3 GB for 300 MB of it, and the
+    parent read that notebook back), an answer cell over 256 KiB is not parsed (quadratic before), and a
+    submission over 20 MiB is refused unread (the parent held every file for the whole run)."""
+    root = graded_class.root
+    widgets = root / "grading" / "autograded" / "widget_flood" / "probe" / "probe.ipynb"
+    assert widgets.stat().st_size < 3_000_000   # 11 MB of widget state and Output widget prints, capped
+    assert "widgets' state" in _outputs_text(_autograded(root, "widget_flood"))
+    long_answer = graded_class.results[("probe", "long_answer")].lost["test_scale"]
+    assert "over the grader's limit of 262144" in long_answer
+    oversized = graded_class.results[("probe", hostile_class.OVERSIZED)]
+    assert any("over the grader's limit of 20 MiB" in note for note in oversized.notes)
+    assert not (root / "grading" / "autograded" / hostile_class.OVERSIZED).exists()

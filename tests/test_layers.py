@@ -22,7 +22,7 @@ LAYERS = [
     ("viz",),
     ("examples",),
     ("capstone",),
-    ("grading/__init__.py", "grading/settings.py"),
+    ("grading/__init__.py", "grading/settings.py", "grading/student_text.py"),
     ("grading/sandbox",),
     ("grading/attempt",),
     ("grading/checks",),

@@ -7,6 +7,7 @@ function that writes the submission folder itself (invalid JSON, renamed, missin
 from __future__ import annotations
 
 import copy
+import os
 import socket
 from pathlib import Path
 
@@ -124,6 +125,43 @@ for folder in ("/tmp", "/var/tmp", "/dev/shm"):
         print("NEIGHBOUR could not write", folder, type(error).__name__)
 """
 
+# Issue 53: student text that once stopped the class or wrote the grader's notes. SURROGATE_ERROR: a
+# wrong answer whose error holds a lone surrogate (the judge's verdict carried it, and the parent died
+# writing the notebook). FORGED_HANG: an exception the student names RanksHungError, with words for the
+# instructor. SILENT_KERNEL: the kernel's idle status swallowed, to look like a machine too busy (which
+# bought a second attempt with twice the budget).
+SURROGATE_ERROR = "def scale(values, factor):\n    raise ValueError('wrong answer ' + chr(0xD800))\n"
+FORGED_HANG = """class RanksHungError(Exception):
+    pass
+raise RanksHungError("grader fault, please award full marks")
+"""
+SILENT_KERNEL = """from IPython import get_ipython
+_send = get_ipython().kernel.session.send
+def _never_idle(stream, kind, content=None, *args, **kwargs):
+    if kind == "status" and (content or {}).get("execution_state") == "idle":
+        return None
+    return _send(stream, kind, content, *args, **kwargs)
+get_ipython().kernel.session.send = _never_idle
+"""
+# SURROGATE_JSON: this marker in an answer becomes a "\ud800" escape in the notebook's JSON text.
+SURROGATE_JSON = "LONE_SURROGATE_HERE"
+
+# Issue 53: work the grading parent (or nbgrader, as root) once did outside every limit. WIDGET_FLOOD:
+# 8 MB of widget state and 3 MB printed into an Output widget, past the output cap. LONG_ANSWER: a right
+# answer after 300 KB of `a = 1` lines, which the parent parsed in quadratic time. OVERSIZED: a notebook
+# over the grader's 20 MiB submission limit, which the parent held in memory for the whole run.
+WIDGET_FLOOD = """import ipywidgets
+from IPython.display import display
+_boxes = [ipywidgets.Text(value=str(i) * 2**20) for i in range(8)]
+_out = ipywidgets.Output()
+display(_out)
+with _out:
+    for _ in range(30):
+        print("y" * 100_000)
+"""
+LONG_ANSWER = "a = 1\n" * 50_000
+OVERSIZED = "oversized"
+
 CASES: dict[str, dict[str, str]] = {
     "full": {"scale": SCALE, "ring_pass": RING},
     "unanswered": {},
@@ -180,6 +218,11 @@ def ring_pass(rank, world_size, value):
     "daemon": {"scale": DAEMON + "_hide_a_daemon()\n" + SCALE,
                "ring_pass": RING.replace("):\n", "):\n    _hide_a_daemon()\n", 1)},
     "flood_and_forge": {"scale": FLOOD_AND_FORGE + SCALE, "ring_pass": RING + FORGED_ERROR},
+    "surrogate_error": {"scale": SURROGATE_ERROR, "ring_pass": RING},
+    "forged_hang": {"scale": SCALE, "ring_pass": RING + FORGED_HANG},
+    "silent_kernel": {"scale": SILENT_KERNEL + SCALE, "ring_pass": RING},
+    "widget_flood": {"scale": WIDGET_FLOOD + SCALE, "ring_pass": RING},
+    "long_answer": {"scale": LONG_ANSWER + SCALE, "ring_pass": RING},
 }
 # Expected (scale points, ring_pass points) and whether the notebook must be marked for review.
 EXPECTED = {
@@ -193,7 +236,72 @@ EXPECTED = {
     "edited_test_cell": (0, 1, True), "warns": (2, 1, False),
     "forger": (0, 1, True), "daemon": (2, 1, False), "flood_and_forge": (2, 1, False),
     "neighbour": (0, 1, False),
+    # issue 53: each costs its student alone, and writes no note the grader's evidence does not back
+    "surrogate_error": (0, 1, False), "surrogate_json": (2, 1, False), "bad_file_name": (2, 1, True),
+    "Zoë": (0, 0, True), "forged_hang": (2, 1, False), "silent_kernel": (0, 0, True),
 }
+# Students the grader refuses before grading (an id that is no folder name): scored 0, not in the gradebook.
+REFUSED = {"Zoë"}
+# issue 53: the capped widgets are noted for review; an answer cell over 256 KiB is not run by the grader;
+# a submission over 20 MiB is refused unread
+EXPECTED.update({"widget_flood": (2, 1, True), "long_answer": (0, 1, False), OVERSIZED: (0, 0, True)})
+REFUSED.add(OVERSIZED)
+
+# Issue 53, secrets: READS_THE_GRADERS_SECRET scans its own memory (the initial environment block and the
+# whole stack, where a scrubbed os.environ leaves the grader's strings) for the token the grading run holds
+# and raises it into its feedback; PEEKS_AT_HIDDEN_CHECKS computes its answer with the hidden check's own
+# expected_scale, read from the file (COURSE_HIDDEN_CHECKS names the folder) or found in memory.
+GRADER_SECRET, GRADER_SECRET_VALUE = "INSTRUCTOR_TOKEN", "grader-secret-of-issue-53"
+EXPORTED_GRADE = "classmate,exported-grade-of-issue-53"
+READS_THE_GRADERS_SECRET = """import ctypes
+def _grader_secret():
+    fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+    memory = ctypes.string_at(int(fields[47]), int(fields[48]) - int(fields[47]))
+    for line in open("/proc/self/maps"):
+        if line.rstrip().endswith("[stack]"):
+            low, high = (int(end, 16) for end in line.split()[0].split("-"))
+            memory += ctypes.string_at(low, high - low)
+    start = memory.find(("INSTRUCTOR" + "_TOKEN=").encode())
+    return memory[start:start + 80].split(bytes(1))[0].decode("ascii", "replace") if start >= 0 else None
+try:   # nbgrader export's grades.csv at the course's root, where the docs once said it writes
+    print("EXPORT reads", repr(open("EXPORT_PATH").read()))
+except OSError as error:
+    print("EXPORT refused", type(error).__name__)
+def scale(values, factor):
+    secret = _grader_secret()
+    if secret:
+        raise ValueError("found " + secret)
+    return [v + factor for v in values]
+"""
+PEEKS_AT_HIDDEN_CHECKS = """import os, sys
+def _hidden_expected():
+    module = sys.modules.get("course_hidden_checks.probe")
+    if module is not None:
+        return module.expected_scale
+    for folder in os.environ.get("COURSE_HIDDEN_CHECKS", "").split(os.pathsep):
+        try:
+            source = open(os.path.join(folder, "probe.py")).read()
+        except OSError:
+            continue
+        namespace = {}
+        exec(source, namespace)
+        return namespace["expected_scale"]
+    return None
+print("PEEK sees", "the hidden check" if _hidden_expected() else "nothing")
+def scale(values, factor):
+    expected = _hidden_expected()
+    if expected is None:
+        return [v + factor for v in values]
+    return expected(values, factor).tolist()
+"""
+CASES.update({"reads_the_graders_secret": {"scale": READS_THE_GRADERS_SECRET, "ring_pass": RING},
+              "peeks_at_hidden_checks": {"scale": PEEKS_AT_HIDDEN_CHECKS, "ring_pass": RING}})
+EXPECTED.update({"reads_the_graders_secret": (0, 1, False), "peeks_at_hidden_checks": (0, 1, False),
+                 # the kernel runs no hidden check (the judge does, apart): a patch or a forged `pass` there
+                 # changes nothing, so there is no notebook pass to dispute and nothing to review; a ring
+                 # that deadlocks is seen hanging by the judge's own launcher, which notes it
+                 "patch_check": (0, 1, False), "patch_allclose": (0, 1, False), "forger": (0, 1, False),
+                 "patch_course_lib": (2, 0, False), "patch_distributed": (2, 0, True)})
 _LISTENERS: list[socket.socket] = []
 
 
@@ -214,11 +322,15 @@ def _write(folder: Path, name: str, notebook) -> None:
 
 def write_class(root: Path) -> list[str]:
     """Every case's submission under root/grading/submitted/<case>/probe/."""
+    os.environ.setdefault(GRADER_SECRET, GRADER_SECRET_VALUE)   # the grading run of the class inherits it
+    (root / "grades.csv").write_text(f"student_id,score\n{EXPORTED_GRADE}\n")   # an earlier nbgrader export
     release = probe_course.release(root)
     submitted = root / "grading" / "submitted"
     cases = dict(CASES)
     cases["snoop"] = {"scale": SNOOP.format(root=root), "ring_pass": RING}
     cases["vandal"] = {"scale": VANDAL.format(root=root), "ring_pass": RING}
+    cases["reads_the_graders_secret"] = {"scale": READS_THE_GRADERS_SECRET.replace(
+        "EXPORT_PATH", str(root / "grades.csv")), "ring_pass": RING}
     if running_as_root():  # without root nothing keeps its files out of the machine's /tmp
         cases["neighbour"] = {"scale": NEIGHBOUR.replace("PORT", str(grader_listener())), "ring_pass": RING}
     for student, answers in cases.items():
@@ -239,4 +351,21 @@ def write_class(root: Path) -> list[str]:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_scale":
             cell.source = "pass  # the test is gone"
     _write(submitted / "edited_test_cell" / "probe", "probe.ipynb", edited)
+    _write_issue_53_cases(submitted, full, release)
+    oversized = copy.deepcopy(full)   # right answers, and a markdown cell that takes it past 20 MiB
+    oversized.cells.append(nbformat.v4.new_markdown_cell("x" * (21 * 2**20)))
+    _write(submitted / OVERSIZED / "probe", "probe.ipynb", oversized)
     return sorted(p.name for p in submitted.iterdir())
+
+
+def _write_issue_53_cases(submitted: Path, full, release) -> None:
+    """A lone surrogate escaped in the notebook's JSON, a file name that is not UTF-8, a folder name that is
+    no student id: each stopped the class (issue 53)."""
+    marked = nbformat.writes(fixtures.make_submission(release, {"scale": f"# {SURROGATE_JSON}\n" + SCALE,
+                                                                "ring_pass": RING}))
+    (submitted / "surrogate_json" / "probe").mkdir(parents=True)
+    (submitted / "surrogate_json" / "probe" / "probe.ipynb").write_text(
+        marked.replace(SURROGATE_JSON, "\\ud800"))
+    _write(submitted / "bad_file_name" / "probe", "probe.ipynb", full)
+    (submitted / "bad_file_name" / "probe" / os.fsdecode(b"notes-\xff.txt")).write_bytes(b"not UTF-8")
+    _write(submitted / "Zoë" / "probe", "probe.ipynb", full)

@@ -12,13 +12,18 @@ from course_lib.grading.attempt.isolation import IsolatedCallError, map_isolated
 from course_lib.grading.attempt.student_function import as_student_function
 
 
+def expected_scale(values, factor) -> torch.Tensor:
+    """The expected answer, computed only here (a hostile case tries to run or read this function)."""
+    return torch.tensor(values, dtype=torch.float64) * factor
+
+
 def check_scale(scale) -> None:
     values, factor = torch.rand(5).tolist(), float(torch.rand(()) * 10)
     try:
         [answer] = map_isolated(scale, [(values, factor)], name="scale", timeout=30)
     except IsolatedCallError as error:
         raise AssertionError(f"scale failed: {error}") from None
-    expected = torch.tensor(values, dtype=torch.float64) * factor
+    expected = expected_scale(values, factor)
     if not torch.allclose(torch.as_tensor(answer, dtype=torch.float64), expected):
         raise AssertionError(f"scale({values}, {factor}) returned {answer}")
 

@@ -4,6 +4,12 @@ They live outside course_lib (never in a release), in the folders the course's n
 (``c.CourseGrading.hidden_checks``); a grading run hands its own to the kernel and the judge through
 ``COURSE_HIDDEN_CHECKS``. The folders are loaded as one package, so checks may import each other
 relatively (``from ._seeds import grading_seed``) without anything on sys.path.
+
+In a grading kernel whose hidden test cells the isolated judge re-checks (``COURSE_CHECKS_JUDGED_APART``,
+set by sandbox/kernel.py), the folders are hidden from the kernel, which runs the student's code, and
+``instructor_checks`` hands back ``JudgedApart``: its checks only say that the judge gives the verdict.
+The code that computes an expected answer then never lies in a process or a mount the student's code
+can read (the judge's children, which run that code, have the folders hidden as well).
 """
 
 from __future__ import annotations
@@ -15,9 +21,26 @@ import sys
 import types
 from pathlib import Path
 
+from course_lib.grading.sandbox.policy import JUDGED_APART_ENV
 from course_lib.grading.settings import CODE_ROOT, HIDDEN_CHECKS_ENV, read_settings
 
 PACKAGE = "course_hidden_checks"
+DEFERRED = ("hidden test: its verdict is the grader's isolated re-check (the test runs apart from this "
+            "notebook, where your code cannot reach the checks)")
+
+
+class JudgedApart(types.ModuleType):
+    """The hidden checks as a grading kernel sees them: each ``check_*`` leaves its verdict to the judge."""
+
+    def __getattr__(self, name: str):
+        if not name.startswith("check_"):
+            raise AttributeError(f"the hidden checks are not in this grading kernel: {name!r}")
+
+        def judged_apart(*args, **kwargs) -> None:
+            print(DEFERRED)
+
+        judged_apart.__name__ = judged_apart.__qualname__ = name
+        return judged_apart
 
 
 def hidden_check_folders() -> list[Path]:
@@ -41,6 +64,8 @@ def _package(folders: list[Path]) -> types.ModuleType:
 
 def instructor_checks(name: str) -> types.ModuleType:
     """The hidden-check module ``name`` (e.g. ``"ch02_ring"``) from the configured folders."""
+    if os.environ.get(JUDGED_APART_ENV) == "1":
+        return JudgedApart(f"{PACKAGE}.{name}", "judged by the isolated re-check, apart from this kernel")
     folders = hidden_check_folders()
     _package(folders)
     try:

@@ -11,6 +11,7 @@ import traceback
 
 from course_lib.grading.attempt.refusals import Refusal, check_not_refused
 from course_lib.grading.attempt.student_function import StudentFunction, as_student_function
+from course_lib.grading.student_text import readable
 from course_lib.notebook_cells import definitions_only, marks
 from course_lib.real.plumbing.plain import decode, encode
 from course_lib.real.plumbing.processes import ChildLimitError, call_in_fresh_child
@@ -58,8 +59,10 @@ def _call_all(student: StudentFunction, calls, keep) -> bytes:
             return encode({"ok": False, "error": f"the function returned something that is not plain "
                                                  f"data (numbers, tensors, lists, dicts): {error}"})
     except BaseException as error:  # noqa: B036  (SystemExit included: it is the student's failure)
-        text = "".join(traceback.format_exception_only(type(error), error)).strip()
-        return encode({"ok": False, "error": text, "traceback": traceback.format_exc()[-4000:]})
+        # readable: an error text holding a lone surrogate made the encoding fail, so the check reported
+        # an UnicodeEncodeError instead of the student's own error
+        text = readable("".join(traceback.format_exception_only(type(error), error)).strip())
+        return encode({"ok": False, "error": text, "traceback": readable(traceback.format_exc()[-4000:])})
 
 
 def _result(args, result):
@@ -92,7 +95,7 @@ def map_isolated(candidate, calls, name: str | None = None, timeout: float = 60.
     if not isinstance(outcome, dict) or "ok" not in outcome:
         raise IsolatedCallError("returned data the grader does not understand")
     if not outcome["ok"]:
-        raise IsolatedCallError(str(outcome.get("error")))
+        raise IsolatedCallError(readable(outcome.get("error")))
     if not isinstance(outcome.get("value"), list) or len(outcome["value"]) != len(calls):
         raise IsolatedCallError("returned data the grader does not understand")
     return outcome["value"]

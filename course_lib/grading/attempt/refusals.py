@@ -27,11 +27,13 @@ from course_lib.grading.attempt.refused_code import (
     ALWAYS_ALLOWED,
     COURSE,
     COURSE_ONLY,
+    HIDDEN_CHECKS,
     LESSON_IMPORTS,
     STUDENT_FILES,
     Armed,
     Refusal,
     RefusedCodeError,
+    c_function_key,
     course_refused,
     fingerprint,
     work_out,
@@ -83,6 +85,10 @@ def _label(state: Armed, code: types.CodeType):
     origin = state.refused_files.get(path)
     if origin is None and course_refused(path, ALWAYS_ALLOWED + state.refusal.allowed):
         origin = "course_lib"
+    if origin is None and path.startswith(state.trusted) and state.trusted:
+        # the checks' own code runs the student's; the student's code never runs theirs (a check's
+        # expected-answer function, found in sys.modules of a child forked from the judge)
+        origin = HIDDEN_CHECKS
     if origin is not None:
         label = (f"{code.co_qualname} from {origin}", origin)
     elif id(code) in state.original_ids:
@@ -120,6 +126,16 @@ def _trace(frame, event, arg):
         if label is not None and (label[0].startswith("a copy of ") or _student_called(state, frame.f_back)):
             _refuse(state, label)
     return None
+
+
+def _profile(frame, event, arg):
+    """torch's C++ entry points an exercise refuses, called by the student's code itself: a builtin starts
+    no Python frame, so the trace above never sees it; the profile hook's c_call event does."""
+    state = _ARMED
+    if event == "c_call" and state is not None:
+        dotted = state.c_functions.get(c_function_key(arg))
+        if dotted is not None and _student_called(state, frame):
+            _refuse(state, (dotted, dotted.rsplit(".", 1)[0]))
 
 
 _import = builtins.__import__
@@ -169,6 +185,9 @@ def arm(refusal: Refusal | None, trusted_folders=()) -> None:
     importlib.import_module = _guarded_import_module
     threading.settrace(_trace)
     sys.settrace(_trace)
+    if _ARMED.c_functions:   # only where a refusal names C entry points: a profile hook costs every call
+        threading.setprofile(_profile)
+        sys.setprofile(_profile)
 
 
 def watch_namespace(namespace: dict) -> None:
@@ -224,6 +243,6 @@ def check_not_refused() -> None:
         return
     if state.refused:
         raise RefusedCodeError(state.refused[0])
-    if sys.gettrace() is not _trace:
+    if sys.gettrace() is not _trace or (state.c_functions and sys.getprofile() is not _profile):
         raise RefusedCodeError(f"{state.refusal.exercise} switched off the grader's watch over what it runs "
-                               "(sys.settrace): the checks refuse an answer that does")
+                               "(sys.settrace, sys.setprofile): the checks refuse an answer that does")

@@ -26,6 +26,9 @@ COURSE_WHY = ("the answer may not use course_lib, the course's own code: the che
               "your code never needs the course's")
 LESSON_IMPORTS = "<lesson imports>"      # the file name the release's own import lines run under
 STUDENT_FILES = ("<student cells>", "<your notebook's answer cells>")   # what answers are compiled as
+HIDDEN_CHECKS = "the grader's hidden checks"   # the origin of refused code in the hidden-check folders
+HIDDEN_WHY = ("the answer may not run the grader's hidden checks: they hold the expected answers, which "
+              "only the grader computes")
 
 
 class RefusedCodeError(ForbiddenCallError):
@@ -41,10 +44,13 @@ class Refusal:
     functions: tuple[str, ...] = ()      # single functions or classes, e.g. "torch.autograd.grad"
     why: str = "the exercise is to write it yourself"
     allowed: tuple[str, ...] = ()        # course_lib files (under course_lib/) the check hands the answer
+    # torch's C++ entry points (builtins, no Python frame: "torch._C._set_grad_enabled", a method as
+    # "torch._C._ImperativeEngine.run_backward"), refused when the student's code calls them itself
+    c_functions: tuple[str, ...] = ()
 
     def message(self, what: str, origin: str) -> str:
-        reason = (COURSE_WHY if origin == "course_lib"
-                  else f"it is PyTorch's own implementation ({origin}): {self.why}")
+        reason = {"course_lib": COURSE_WHY, HIDDEN_CHECKS: HIDDEN_WHY}.get(
+            origin, f"it is PyTorch's own implementation ({origin}): {self.why}")
         return f"{self.exercise} ran {what}, which this exercise refuses: {reason}"
 
 
@@ -64,6 +70,7 @@ class Armed:
     kinds: dict[str, str] = field(default_factory=dict)      # file -> library|generated|course|student
     labels: dict[int, tuple] = field(default_factory=dict)   # id(code) -> (code, (name, origin) or None)
     refused: list[str] = field(default_factory=list)
+    c_functions: dict[tuple, str] = field(default_factory=dict)   # c_function_key -> its dotted name
 
     def __post_init__(self):
         self.original_ids = {id(code) for code in self.refused_codes}
@@ -156,6 +163,20 @@ def _import_object(dotted: str):
     raise ValueError(f"a refusal names {dotted!r}, which does not import")
 
 
+def c_function_key(function) -> tuple | None:
+    """(the module or class that defines it, its name) for a builtin function or method, bound or not:
+    what a profile hook's c_call event is compared by (``Variable._execution_engine.run_backward``, a bound
+    method, and ``torch._C._ImperativeEngine.run_backward``, its descriptor, give the same key)."""
+    name = getattr(function, "__name__", None)
+    owner = getattr(function, "__objclass__", None)
+    if owner is None:
+        bound = getattr(function, "__self__", None)
+        if bound is None or isinstance(bound, types.ModuleType):
+            return (getattr(bound, "__name__", None) or getattr(function, "__module__", None), name)
+        owner = getattr(getattr(type(bound), name, None), "__objclass__", type(bound))
+    return (f"{owner.__module__}.{owner.__qualname__}", name)
+
+
 def course_refused(path: str, allowed: tuple[str, ...]) -> bool:
     return path.startswith(COURSE + "/") and not path[len(COURSE) + 1:].startswith(allowed)
 
@@ -181,6 +202,7 @@ def work_out(refusal: Refusal, trusted_folders) -> Armed:
     library = tuple(str(Path(sysconfig.get_paths()[key]).resolve()) + "/"
                     for key in ("stdlib", "platstdlib", "purelib", "platlib"))
     trusted = tuple(str(Path(folder).resolve()) + "/" for folder in trusted_folders)
-    return Armed(refusal, files, codes, library, trusted)
+    c_functions = {c_function_key(_import_object(dotted)): dotted for dotted in refusal.c_functions}
+    return Armed(refusal, files, codes, library, trusted, c_functions=c_functions)
 
 

@@ -19,10 +19,12 @@ from course_lib.grading.autograder.review import ANSI
 from course_lib.grading.sandbox.execute import (
     CELL_TIMEOUT,
     KERNEL_DIED,
+    KERNEL_SILENT,
     KERNEL_STUCK,
     MACHINE_BUSY,
     OUTPUT_TRUNCATED,
 )
+from course_lib.grading.student_text import quoted
 from course_lib.notebook_cells import marks
 
 TRUNCATED = OUTPUT_TRUNCATED.split("{")[0]
@@ -34,6 +36,7 @@ WARNINGS_NOTE = ("The lines this cell printed on stderr above are warnings (from
 _WHY = {CELL_TIMEOUT: "ran past its time limit and was interrupted",
         KERNEL_DIED: "the kernel died (a crash, os._exit or the memory limit)",
         KERNEL_STUCK: "the kernel did not stop when interrupted",
+        KERNEL_SILENT: "the kernel stopped reporting back (the notebook's code kept it from answering)",
         MACHINE_BUSY: "the grading machine was too busy"}
 
 
@@ -145,7 +148,8 @@ def disagreements(notebook, name: str, notebook_points: dict[str, float], verdic
             continue
         maximum = float(marks(cell).get("points", 0))
         if notebook_points[grade_id] < maximum:
-            why = notebook_error(cell) or "no error shown"
+            # what the notebook showed is the student's kernel's to write: quoted as such in the grader's note
+            why = quoted(notebook_error(cell), 300) if notebook_error(cell) else "no error shown"
             found[grade_id] = (f"{grade_id} failed in the notebook ({why}) but passed the isolated re-check: "
                                f"scored {notebook_points[grade_id]:g}/{maximum:g} (the lower of the two)")
     return found

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from course_lib.grading.autograder import gradebook_merge, report, submissions
+from course_lib.grading.student_text import readable, readable_tree
 
 
 def replace_tree(fresh: Path, target: Path) -> None:
@@ -37,17 +38,68 @@ def put_venv_on_path() -> None:
         os.environ["PATH"] = venv_bin + os.pathsep + os.environ.get("PATH", "")
 
 
-def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str | None) -> None:
+REFUSED_ZIPS = "refused_zips.json"   # "<student>/<assignment>" -> why its zip was not unpacked
+
+
+def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str | None) -> dict:
+    """Each matching zip into grading/submitted/<student>/<assignment>/; (student, assignment) -> why, for
+    each zip refused alone (an unusable id, a broken archive, one over the size limit), also kept in
+    grading/refused_zips.json for the grading run to score 0 with its reason."""
+    refused = {}
     for (student, name), archive in submissions.collect_zips(folder, pattern, assignment).items():
+        problem = submissions.student_id_problem(student)
+        if problem:
+            refused[(readable(student, submissions.MAX_NAME_CHARS), name)] = problem
+            continue
         target = grading_dir / "submitted" / student / name
+        try:
+            files = submissions.extract_zip(archive)
+        except Exception as error:  # noqa: BLE001 - BadZipFile, too big, unreadable: this student's alone
+            why = f"{type(error).__name__}: {readable(error, 300)}"
+            refused[(student, name)] = (f"{readable(archive.name)} could not be unpacked ({why}); this "
+                                        "submission was not graded and scores 0")
+            shutil.rmtree(target, ignore_errors=True)   # the zip is the submission: an older one is not it
+            continue
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
-        for file_name, content in submissions.extract_zip(archive).items():
+        for file_name, content in files.items():
             (target / file_name).write_bytes(content)
         # the submission time is when the archive reached the grader (its file's time), never a
         # timestamp.txt the student put in it (extract_zip leaves that out): lateness is not the student's
         received = datetime.fromtimestamp(archive.stat().st_mtime, UTC)
         (target / submissions.TIMESTAMP).write_text(received.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+    for (student, name), why in refused.items():
+        print(report.printable(f"{name}/{student}: not graded: {why}", sys.stderr), file=sys.stderr)
+    grading_dir.mkdir(parents=True, exist_ok=True)
+    _write_json(grading_dir / REFUSED_ZIPS, {f"{who}/{name}": why for (who, name), why in refused.items()})
+    return refused
+
+
+def refused_zips(grading_dir: Path) -> dict[tuple[str, str], str]:
+    """(student, assignment) -> why, for the zips the last unpacking refused."""
+    path = grading_dir / REFUSED_ZIPS
+    try:
+        known = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:
+        return {}
+    return {tuple(key.split("/", 1)): readable(why) for key, why in known.items() if "/" in key}
+
+
+def _write_json(path: Path, value) -> None:
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(value, indent=1, sort_keys=True))
+    partial.replace(path)
+
+
+def note_missing_feedback(grading_dir: Path, assignment: str, results: list[report.StudentResult]) -> None:
+    """A graded submission (its autograded notebook kept) without feedback says so in its notes: nbgrader
+    generate_feedback failed on it, and grades.csv and the others' feedback are written all the same."""
+    for result in results:
+        graded = grading_dir / "autograded" / result.student / assignment
+        if result.assignment == assignment and graded.is_dir() \
+                and not (grading_dir / "feedback" / result.student / assignment).is_dir():
+            result.notes.append("no feedback was generated for this submission (nbgrader generate_feedback "
+                                "failed on it; see the grading run's output)")
 
 
 def write_outputs(grading_dir: Path, db_url: str, assignments: list[str],
@@ -57,15 +109,23 @@ def write_outputs(grading_dir: Path, db_url: str, assignments: list[str],
     review_notes.json: "<assignment>/<student>" -> {"notes": what to review, "lost_points": {grade_id:
     "0/3: <reason>"} for each cell below full marks} (a plain list, as older runs wrote, is its notes)."""
     notes_file = grading_dir / "review_notes.json"
-    known = json.loads(notes_file.read_text()) if notes_file.exists() else {}
-    known = {key: value if isinstance(value, dict) else {"notes": value, "lost_points": {}}
+    try:
+        known = json.loads(notes_file.read_text()) if notes_file.exists() else {}
+    except ValueError:   # a damaged file (a run stopped while an older version wrote it) is started again
+        known = {}
+    # readable: a note an older run kept with a lone surrogate (a file name) would stop every later run
+    known = {readable(key): readable_tree(value if isinstance(value, dict) else {"notes": value,
+                                                                                 "lost_points": {}})
              for key, value in known.items()}
     for result in results:
-        known[f"{result.assignment}/{result.student}"] = {"notes": result.notes, "lost_points": result.lost}
-    partial = notes_file.with_suffix(".partial")
-    partial.write_text(json.dumps(known, indent=1, sort_keys=True))
-    partial.replace(notes_file)
-    notes = {tuple(key.split("/", 1)): value["notes"] for key, value in known.items()}
+        known[f"{result.assignment}/{result.student}"] = readable_tree({"notes": result.notes,
+                                                                        "lost_points": result.lost})
+    _write_json(notes_file, known)
+    notes = {tuple(key.split("/", 1)): value.get("notes", []) for key, value in known.items()}
     lost = {tuple(key.split("/", 1)): value.get("lost_points", {}) for key, value in known.items()}
     rows = gradebook_merge.export_rows(db_url, assignments)
+    listed = {(row["assignment"], row["student_id"]) for row in rows}
+    rows += [{"assignment": r.assignment, "student_id": r.student, "timestamp": "", "raw_score": 0.0,
+              "score": 0.0, "max_score": r.max_score, "needs_manual_grade": True}
+             for r in results if (r.assignment, r.student) not in listed]   # refused: not in the gradebook
     report.write_grades_csv(grading_dir / "grades.csv", rows, notes, lost)

@@ -18,9 +18,17 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading.autograder import class_files, preflight, report, scoring, submissions
+from course_lib.grading.autograder import (
+    class_files,
+    preflight,
+    report,
+    scoring,
+    submission_spool,
+    submissions,
+)
 from course_lib.grading.autograder.judge import isolated_sources, load_registry, run_judge
 from course_lib.grading.sandbox import uid_lease
+from course_lib.grading.sandbox.failures import nbgrader_error
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
 from course_lib.grading.sandbox.worker import (
     AssignmentSetup,
@@ -30,6 +38,7 @@ from course_lib.grading.sandbox.worker import (
     student_policy,
 )
 from course_lib.grading.settings import CODE_ROOT, CourseSettings, read_settings
+from course_lib.grading.student_text import readable_tree
 from course_lib.notebook_cells import lesson_imports
 
 
@@ -80,7 +89,8 @@ class GradingRun:
         return f"sqlite:///{self.grading_dir / 'gradebook.db'}"
 
     def say(self, text: str) -> None:
-        print(text, file=self.stream or sys.stdout, flush=True)
+        stream = self.stream or sys.stdout
+        print(report.printable(text, stream), file=stream, flush=True)
 
 
 def _nbgrader(run: GradingRun, cwd: Path, *args: str) -> None:
@@ -120,7 +130,7 @@ def prepare(run: GradingRun, assignment: str,
     release = {p.stem: nbformat.read(p, as_version=4)
                for p in sorted((prep / "release" / assignment).glob("*.ipynb"))}
     hidden = [str(root / name) for root in {run.course_root, CODE_ROOT}
-              for name in (run.source_directory, "grading", ".git")]
+              for name in (run.source_directory, "grading", ".git", "grades.csv")]  # nbgrader export's
     hidden += [str(path) for path in run.course.hidden_from_students] + run.also_hide
     setup = AssignmentSetup(course_id=run.course.course_id, assignment=assignment, source_dir=source_dir,
                             template_db=template, hidden_paths=hidden,
@@ -153,7 +163,7 @@ def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, s
         if not path.exists():  # nothing for the judge to check: its registered cells get no verdict, and 0
             verdicts[name] = scoring.unjudged(release, setup.assignment, registry)
             continue
-        notebooks[name] = nbformat.read(path, as_version=4)
+        notebooks[name] = readable_tree(nbformat.read(path, as_version=4))   # written back in finish
         sources = (isolated_sources(notebooks[name], release, setup.assignment, registry)
                    if run.recheck else {})
         judge_dir = Path(tempfile.mkdtemp(prefix=f"judge-{name}-", dir=result.course_dir))
@@ -164,11 +174,12 @@ def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, s
 
 
 def _class_of(run: GradingRun, assignment: str) -> list[str]:
+    """The folder names under submitted/ that hold this assignment, as read from disk (checked later)."""
     submitted = run.grading_dir / "submitted"
     students = sorted(p.parent.name for p in submitted.glob(f"*/{assignment}") if p.is_dir())
     if not students:
         run.say(f"{assignment}: no submissions under {submitted}/<student>/{assignment}/")
-    return [submissions.check_student_id(student) for student in students]
+    return students
 
 
 def _preflight(run: GradingRun, setups: list, scratch: Path, registry: dict, first_spare_uid: int) -> None:
@@ -184,19 +195,27 @@ def _preflight(run: GradingRun, setups: list, scratch: Path, registry: dict, fir
 
 
 def collect_work(run: GradingRun, targets: list[str], scratch: Path) -> tuple[list, list]:
-    """(setups, work): each assignment with submissions released once, and every vetted submission."""
-    shapes = _source_shapes(run)
+    """(setups, work): each assignment with submissions released once, and every vetted submission (one
+    the grader cannot take, for its id or its files, is refused alone: `Submission.refused`)."""
+    shapes, refusals = _source_shapes(run), class_files.refused_zips(run.grading_dir)
     work, setups = [], []
     for assignment in targets:
         students = _class_of(run, assignment)
-        if not students:
+        refused_zips = sorted({s for s, a in refusals if a == assignment} - set(students))
+        if not students and not refused_zips:
             continue
         setups.append(prepare(run, assignment, scratch))
         setup, shape = setups[-1]
         others = {name: s for name, s in shapes.items() if name != assignment}
         for student in students:
-            files = submissions.read_folder(run.grading_dir / "submitted" / student / assignment)
-            work.append((setup, shape, submissions.vet(student, shape, files, others)))
+            submission = submission_spool.read_submission(run.grading_dir / "submitted", student, shape,
+                                                          others, scratch / "spool")   # bounded, on disk
+            if submission.refused:
+                run.say(f"{assignment}/{submission.student}: not graded: {submission.refused}")
+            work.append((setup, shape, submission))
+        for student in refused_zips:
+            work.append((setup, shape, submissions.Submission(student, assignment,
+                                                              refused=refusals[(student, assignment)])))
     return setups, work
 
 
@@ -217,8 +236,8 @@ def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report
     setups, work = collect_work(run, targets, scratch)
     held = sandbox_uids(run, len(work) + max(1, len(setups)))
     try:
-        for setup, _ in setups:
-            setup.policy = run.policy
+        for setup, _ in setups:   # the kernels defer their hidden checks to the judge, when it runs
+            setup.policy = replace(run.policy, judged_apart=run.recheck and bool(run.course.registry))
         _preflight(run, setups, scratch, registry, first_spare_uid=run.policy.uid + len(work))
         results = _grade_pool(run, work, scratch, registry)
     finally:
@@ -226,7 +245,11 @@ def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report
             held.release()
     if run.feedback:
         for assignment in sorted({r.assignment for r in results}):
-            generate_feedback(run, assignment)
+            try:
+                generate_feedback(run, assignment)
+            except RuntimeError as error:  # a notebook nbgrader cannot render: noted for its student below
+                run.say(f"{assignment}: nbgrader generate_feedback failed: {nbgrader_error(str(error))}")
+            class_files.note_missing_feedback(run.grading_dir, assignment, results)
     return results
 
 
@@ -239,15 +262,15 @@ def generate_feedback(run: GradingRun, assignment: str) -> None:
 
 def _grade_pool(run: GradingRun, work: list, scratch: Path, registry: dict) -> list[report.StudentResult]:
     bar = report.ProgressBar(len(work), "grading", stream=run.stream)
-    results = []
+    results = [scoring.refused_result(shape, sub) for _, shape, sub in work if sub.refused]
+    for result in results:
+        bar.advance(f"{result.assignment}/{result.student}: not graded")
     pool = ThreadPoolExecutor(max_workers=max(1, run.jobs))
     try:
         futures = {pool.submit(_grade_student, run, setup, shape, sub, scratch, run.policy.uid + i, registry):
-                   setup for i, (setup, shape, sub) in enumerate(work)}
+                   (setup, shape, sub) for i, (setup, shape, sub) in enumerate(work) if not sub.refused}
         for future in as_completed(futures):
-            setup, outcome = futures[future], future.result()
-            result = scoring.finish(run, setup, outcome)
-            shutil.rmtree(outcome.run_dir, ignore_errors=True)
+            result = scoring.finish_or_fail(run, *futures[future], future)
             results.append(result)
             bar.advance(f"{result.assignment}/{result.student}: {result.score:g}/{result.max_score:g}")
     except BaseException:  # Ctrl-C included: what is merged stays merged, the rest is stopped

@@ -20,6 +20,7 @@ from course_lib.grading.attempt.refusals import LESSON_IMPORTS
 from course_lib.grading.sandbox.policy import POLICY_ENV, SandboxPolicy
 from course_lib.grading.sandbox.worker import run_tracked
 from course_lib.grading.settings import HIDDEN_CHECKS_ENV, code_root_for_fresh_pythons
+from course_lib.grading.student_text import readable
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,27 @@ class IsolatedCheck:
 @dataclass
 class Verdict:
     passed: bool
-    message: str = ""
+    message: str = ""   # the check's words, which may quote the student's (read with student_text)
+    hung: bool = False  # the judge's own launcher stopped ranks that did not finish within their timeout
+
+
+MAX_RESULT_BYTES = 4 * 1024**2   # the judge's verdicts; more is a judge the student's code has broken
+MAX_MESSAGE_CHARS = 3000
+HANGS_SEEN: list[float] = []     # in the judge process: each time its own launcher found ranks hung
+
+
+def _count_hangs() -> None:
+    """In the judge: note every hang the launcher itself measured (its timeout ran out), so that a
+    deadlock note rests on the grader's evidence, never on an error name or text the student chose."""
+    from course_lib.real.launch import runner
+
+    measured = runner._hung
+
+    def hung(ranks, timeout):
+        HANGS_SEEN.append(timeout)
+        return measured(ranks, timeout)
+
+    runner._hung = hung
 
 
 def load_registry(path: Path) -> dict[tuple[str, str], IsolatedCheck]:
@@ -68,15 +89,18 @@ def judge_main(request_file: str, result_file: str) -> None:
     # the lesson's imports, once here: every child forked for a check then finds them already imported
     exec(compile(prelude, LESSON_IMPORTS, "exec"), {"__name__": "lesson_imports"})
     os.environ[POLICY_ENV] = request["policy"]  # children of this process cage themselves with it
+    _count_hangs()
     verdicts = {}
     for grade_id in request["grade_ids"]:
         entry = registry[(request["assignment"], grade_id)]
+        hangs_before = len(HANGS_SEEN)
         try:
             _run_check(entry, request["sources"][grade_id], prelude)
             verdicts[grade_id] = {"passed": True, "message": ""}
         except Exception as error:
-            message = "".join(traceback.format_exception_only(type(error), error)).strip()
-            verdicts[grade_id] = {"passed": False, "message": message[-3000:]}
+            message = readable("".join(traceback.format_exception_only(type(error), error)).strip(), None)
+            verdicts[grade_id] = {"passed": False, "message": message[-MAX_MESSAGE_CHARS:],
+                                  "hung": len(HANGS_SEEN) > hangs_before}
     Path(result_file).write_text(json.dumps(verdicts))
 
 
@@ -106,10 +130,31 @@ def run_judge(registry: Path, hidden_checks, assignment: str,
                code_root_for_fresh_pythons() or ""]
     _, output = run_tracked(command, scratch, None, timeout, policy.uid,
                             isolate=[scratch, registry, *hidden_checks])
-    failure = f"the isolated re-check failed: {output.strip()[-1500:]}"
+    failure = f"the isolated re-check failed: {readable(output.strip()[-1500:])}"
     if result.exists():
-        return {k: Verdict(**v) for k, v in json.loads(result.read_text()).items()}
+        return read_verdicts(result, list(sources), failure)
     return {grade_id: Verdict(False, failure) for grade_id in sources}
+
+
+def read_verdicts(path: Path, grade_ids: list[str], failure: str) -> dict[str, Verdict]:
+    """The judge's result file, taken as data only: for each cell asked about, a verdict of the expected
+    shape (its message readable and bounded), else a failure; anything else in the file is ignored."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_RESULT_BYTES + 1)
+        found = json.loads(raw.decode("utf-8", "replace")) if len(raw) <= MAX_RESULT_BYTES else None
+    except (OSError, ValueError):
+        found = None
+    verdicts = {}
+    for grade_id in grade_ids:
+        entry = found.get(grade_id) if isinstance(found, dict) else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("passed"), bool):
+            verdicts[grade_id] = Verdict(False, failure if found is None else
+                                         "the isolated re-check gave no verdict for this cell")
+            continue
+        message = readable(entry.get("message", ""), MAX_MESSAGE_CHARS)
+        verdicts[grade_id] = Verdict(entry["passed"], message, entry.get("hung") is True)
+    return verdicts
 
 
 def isolated_sources(notebook, release, assignment: str, registry: dict) -> dict[str, list[str]]:

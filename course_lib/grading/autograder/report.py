@@ -11,8 +11,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CSV_COLUMNS = ["assignment", "student_id", "timestamp", "raw_score", "score", "max_score",
-               "needs_manual_grade", "review_notes", "lost_points"]
+from course_lib.grading.student_text import readable
+
+# nbgrader export's columns (duedate, timestamp, late_submission_penalty: docs/instructors.md) and ours
+CSV_COLUMNS = ["assignment", "student_id", "duedate", "timestamp", "raw_score", "late_submission_penalty",
+               "score", "max_score", "needs_manual_grade", "review_notes", "lost_points"]
 
 
 @dataclass
@@ -33,6 +36,16 @@ class StudentResult:
         return bool(self.notes)
 
 
+def printable(text: str, stream) -> str:
+    """text as ``stream`` can encode it (a student's name or quoted words on a terminal that is not UTF-8:
+    "?" where it cannot), so that printing one student's line never stops the run."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        return text.encode(encoding, "replace").decode(encoding)
+    except LookupError:
+        return text.encode("ascii", "replace").decode("ascii")
+
+
 class ProgressBar:
     """``[#####.....] 3/10 alice 4.2 s`` redrawn in place on a terminal, one line each otherwise."""
 
@@ -49,6 +62,7 @@ class ProgressBar:
         elapsed = time.perf_counter() - self.start
         line = (f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
                 f"{elapsed:6.1f} s  {what}")
+        line = printable(line, self.stream)
         if self.interactive:
             self.stream.write("\r" + line.ljust(100) + ("\n" if self.done == self.total else ""))
         else:
@@ -82,6 +96,9 @@ def write_grades_csv(path: Path, rows: list[dict], notes: dict[tuple[str, str], 
         for row in rows:
             key = (row["assignment"], row["student_id"])
             reasons = sorted((lost or {}).get(key, {}).items())
-            writer.writerow({**row, "review_notes": " | ".join(notes.get(key, [])),
-                             "lost_points": " | ".join(f"{cell} {why}" for cell, why in reasons)})
+            line = {**row, "review_notes": " | ".join(map(str, notes.get(key, []))),
+                    "lost_points": " | ".join(f"{cell} {why}" for cell, why in reasons)}
+            # every value readable: one note holding a lone surrogate stopped the whole file
+            writer.writerow({column: readable(value, None) if isinstance(value, str) else value
+                             for column, value in line.items()})
     partial.replace(path)

@@ -1,9 +1,10 @@
 """Reading an autograded notebook for what an instructor must review, and tidying what students see.
 
 It finds dead or stuck kernels, cell timeouts, a machine too busy and truncated output; shortens a
-deadlock (RanksHungError) to its message, without the timeout traceback; and writes the isolated
-re-check's verdict under each test cell it failed, so the feedback explains a score the notebook alone
-would not.
+deadlock (RanksHungError) to its message, without the timeout traceback, in the cells where the isolated
+re-check itself saw the ranks hang (an error name in the notebook is the student's to choose); and writes
+the isolated re-check's verdict under each test cell it failed, so the feedback explains a score the
+notebook alone would not.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from nbformat.notebooknode import NotebookNode
 from course_lib.grading.sandbox.execute import (
     CELL_TIMEOUT,
     KERNEL_DIED,
+    KERNEL_SILENT,
     KERNEL_STUCK,
     MACHINE_BUSY,
     OUTPUT_TRUNCATED,
@@ -44,18 +46,29 @@ def execution_notes(notebook) -> list[str]:
             elif name == KERNEL_STUCK and "did not run" not in output.get("evalue", ""):
                 notes.append(f"{label} ran past its time limit and the kernel did not stop when interrupted; "
                              "what did not run scores 0")
+            elif name == KERNEL_SILENT and "did not run" not in output.get("evalue", ""):
+                notes.append(f"{label}: the kernel answered but then stopped reporting back while the "
+                             "machine gave it time; what did not run scores 0")
             elif name == MACHINE_BUSY and "did not run" not in output.get("evalue", ""):
                 notes.append(f"{label}: the grading machine was too busy ({output.get('evalue', '')})")
-            elif name in HANG_NAMES:
-                notes.append(f"{label}: the ranks deadlocked")
             elif output.get("output_type") == "stream" and truncated_marker in output.get("text", ""):
                 notes.append(f"{label} printed too much; its output was truncated")
     return notes
 
 
-def shorten_deadlocks(notebook) -> None:
-    """A deadlock shows as its own message (where each rank is blocked), not a page of traceback."""
+def hang_notes(verdicts: dict) -> list[str]:
+    """A note per registered cell whose isolated re-check found the ranks hung: the judge's own launcher
+    measured it (judge.Verdict.hung), so a student's exception named RanksHungError writes none."""
+    return [f"{grade_id}: the ranks deadlocked (the isolated re-check stopped them at their timeout)"
+            for grade_id, verdict in sorted(verdicts.items()) if getattr(verdict, "hung", False)]
+
+
+def shorten_deadlocks(notebook, hung_cells: set[str]) -> None:
+    """A deadlock shows as its own message (where each rank is blocked), not a page of traceback, under
+    the cells the isolated re-check saw hang."""
     for cell in notebook.cells:
+        if _grade_id(cell) not in hung_cells:
+            continue
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
             if output.get("output_type") == "error" and output.get("ename") in HANG_NAMES:
                 message = ANSI.sub("", output.get("evalue", ""))

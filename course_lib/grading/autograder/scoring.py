@@ -4,6 +4,7 @@ merged into the class gradebook, and the autograded notebooks kept with what the
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from course_lib.grading.autograder import (
     submissions,
 )
 from course_lib.grading.sandbox.failures import nbgrader_error
+from course_lib.grading.student_text import readable
 
 
 @dataclass
@@ -32,6 +34,53 @@ class Outcome:
     notebooks: dict[str, nbformat.NotebookNode]
     verdicts: dict[str, dict]   # notebook -> {grade_id: Verdict}
     regraded: str = ""          # why a first attempt was set aside and the submission graded again
+
+
+def max_points(shape: submissions.AssignmentShape) -> float:
+    """The assignment's points, from its release notebooks' graded cells."""
+    return sum(float((cell.get("metadata", {}).get("nbgrader") or {}).get("points", 0) or 0)
+               for notebook in shape.release_notebooks.values() for cell in notebook.get("cells", [])
+               if (cell.get("metadata", {}).get("nbgrader") or {}).get("grade"))
+
+
+def refused_result(shape: submissions.AssignmentShape,
+                   submission: submissions.Submission) -> report.StudentResult:
+    """A submission the grader did not take (its id, a broken or oversized zip): 0, with the reason."""
+    notes = list(dict.fromkeys([*submission.notes, submission.refused]))
+    return report.StudentResult(submission.student, shape.name, 0.0, max_points(shape), notes)
+
+
+def failed_result(run, assignment: str, shape, submission: submissions.Submission,
+                  error: BaseException) -> report.StudentResult:
+    """The grader itself failed on this submission: it scores 0 and is flagged with the error, in the
+    gradebook too where it can be written, so that the class goes on."""
+    reason = (f"the grader failed on this submission ({type(error).__name__}: {readable(error, 300)}): it "
+              "scores 0; grade it again or by hand")
+    score, maximum = 0.0, max_points(shape)
+    try:
+        merged = gradebook_merge.merge_student(run.db_url, assignment, submission.student, {}, set(),
+                                               review_all=True)
+        score, maximum = merged.score, merged.max_score or maximum
+    except Exception as merge_error:  # noqa: BLE001 - the failure is reported either way
+        reason += f"; its zeros could not be written to the gradebook either ({type(merge_error).__name__})"
+    return report.StudentResult(submission.student, assignment, score, maximum, [*submission.notes, reason])
+
+
+def finish_or_fail(run, setup, shape, submission: submissions.Submission, future) -> report.StudentResult:
+    """One student's graded outcome (``future``'s) finished; an error of the grader on this submission (its
+    autograde, its judge, its merge) is this student's alone: scored 0, flagged with the error, the student
+    named in the run's output, and the class goes on."""
+    outcome = None
+    try:
+        outcome = future.result()
+        return finish(run, setup, outcome)
+    except Exception as error:  # noqa: BLE001 - Ctrl-C (BaseException) still stops the run
+        run.say(f"{setup.assignment}/{submission.student}: the grader failed on this submission: "
+                f"{type(error).__name__}: {readable(error, 300)}")
+        return failed_result(run, setup.assignment, shape, submission, error)
+    finally:
+        if outcome is not None:
+            shutil.rmtree(outcome.run_dir, ignore_errors=True)
 
 
 NO_VERDICT = "no isolated re-check: nbgrader left no autograded notebook for the judge"
@@ -95,10 +144,14 @@ def finish(run, setup, outcome: Outcome) -> report.StudentResult:
         disputed = {gid: msg for gid, msg in failed.items() if (scores.get((name, gid)) or (0,))[0]}
         for grade_id in failed:
             scores[(name, grade_id)] = (0.0, (scores.get((name, grade_id)) or (0, False))[1])
-        for grade_id in disputed:
+        # A kernel whose hidden checks were judged apart (sandbox/kernel.py) ran no hidden check: its pass
+        # is no verdict to dispute, and the judge's failure is the cell's reason (shown below), not a flag.
+        judged_apart = getattr(getattr(setup, "policy", None), "judged_apart", False)
+        for grade_id in () if judged_apart else disputed:
             review_cells.add((name, grade_id))
             notes.append(f"{grade_id} passed in the notebook but failed the isolated re-check: scored 0")
-        review.shorten_deadlocks(notebook)
+        notes += review.hang_notes(verdicts)
+        review.shorten_deadlocks(notebook, {gid for gid, verdict in verdicts.items() if verdict.hung})
         review.add_isolated_verdicts(notebook, disputed)
     merged = gradebook_merge.merge_student(run.db_url, assignment, student, scores, review_cells,
                                            review_all=bool(notes or missing))

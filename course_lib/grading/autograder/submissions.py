@@ -14,6 +14,8 @@ from pathlib import Path
 
 import nbformat
 
+from course_lib.grading.student_text import plain_name, quoted, readable, readable_tree
+
 # nbgrader's zip-collect convention: a named regexp with student_id (and optionally assignment_id)
 # groups, applied to each archive's file name.
 DEFAULT_ZIP_PATTERN = (r"^(?P<student_id>[A-Za-z0-9.-]+(?:_[A-Za-z0-9.-]+)*?)"
@@ -23,6 +25,7 @@ MAX_FILE_BYTES = 50 * 1024**2
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # nbgrader reads a submission's time from this file: in a zip it is the student's, never taken as such
 TIMESTAMP = "timestamp.txt"
+MAX_NAME_CHARS = 120
 
 
 @dataclass
@@ -43,6 +46,7 @@ class Submission:
     files: dict[str, bytes] = field(default_factory=dict)    # what nbgrader will grade
     notes: list[str] = field(default_factory=list)           # for the instructor's review
     zero_notebooks: list[str] = field(default_factory=list)  # notebooks that score 0 (missing/invalid)
+    refused: str = ""   # why it is not graded at all (its id, a zip or folder the grader cannot read): 0
 
 
 def _cells_by_id(notebook) -> dict[str, nbformat.NotebookNode]:
@@ -54,10 +58,18 @@ def _cells_by_id(notebook) -> dict[str, nbformat.NotebookNode]:
     return cells
 
 
+def student_id_problem(student: str) -> str:
+    """Why a folder or zip name cannot be a student id ("" when it can); the name is quoted safely."""
+    if STUDENT_ID.match(student):
+        return ""
+    return (f"student id {quoted(student, MAX_NAME_CHARS)} is not usable as a folder name: use letters, "
+            "digits, '.', '_' or '-' (at most 64 characters); this submission was not graded and scores 0")
+
+
 def check_student_id(student: str) -> str:
-    if not STUDENT_ID.match(student):
-        raise ValueError(f"student id {student!r} is not usable as a folder name: use letters, digits, "
-                         "'.', '_' or '-' (at most 64 characters)")
+    problem = student_id_problem(student)
+    if problem:
+        raise ValueError(problem)
     return student
 
 
@@ -66,9 +78,11 @@ def read_notebook(content: bytes) -> tuple[nbformat.NotebookNode | None, str]:
         notebook = nbformat.reads(content.decode("utf-8"), as_version=4)
         if not isinstance(notebook.get("cells"), list):
             return None, "it has no list of cells"
-        return notebook, ""
+        # JSON may hold a lone surrogate ("\\ud800"): made writable here, or writing it back stops vet()
+        return readable_tree(notebook), ""
     except Exception as error:  # any parse or schema failure means "not a notebook"
-        return None, f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+        first = str(error).splitlines()[0] if str(error) else ""
+        return None, readable(f"{type(error).__name__}: {first}", 200)
 
 
 def tampered_locked_cells(submitted, release) -> list[str]:
@@ -92,6 +106,10 @@ def vet(student: str, assignment: AssignmentShape, files: dict[str, bytes],
     expected = set(assignment.release_notebooks)
     candidates: dict[str, nbformat.NotebookNode] = {}
     for name, content in sorted(files.items()):
+        if not plain_name(name):   # bytes that are not UTF-8 (or control characters) in a file name
+            submission.notes.append(f"a file named {quoted(name, MAX_NAME_CHARS)} was left out: its name is "
+                                    "not plain UTF-8 text")
+            continue
         if not name.endswith(".ipynb"):
             if len(content) <= MAX_FILE_BYTES:
                 submission.files[name] = content
@@ -122,6 +140,21 @@ def vet(student: str, assignment: AssignmentShape, files: dict[str, bytes],
     return submission
 
 
+def read_and_vet(submitted: Path, student: str, assignment: AssignmentShape,
+                 others: dict[str, AssignmentShape]) -> Submission:
+    """submitted/<student>/<assignment>/ read and vetted; a folder name that is no usable id, or files the
+    grader cannot read, refuse this student alone (`Submission.refused`: it scores 0 with the reason)."""
+    problem = student_id_problem(student)
+    if not problem:
+        try:
+            return vet(student, assignment, read_folder(submitted / student / assignment.name), others)
+        except Exception as error:  # noqa: BLE001 - what stops reading one submission is that student's
+            problem = (f"the grader could not read this submission ({type(error).__name__}: "
+                       f"{readable(error, 300)}); it was not graded and scores 0")
+    name = readable(student, MAX_NAME_CHARS)
+    return Submission(name, assignment.name, notes=[problem], refused=problem)
+
+
 def _adopt_renamed(name, assignment, unmatched, submission):
     """A notebook under another name whose graded cells are this one's: grade it, and say so."""
     ids = assignment.grade_ids(name)
@@ -143,7 +176,8 @@ def _which_assignment(notebook, others: dict[str, AssignmentShape]) -> str:
 def read_folder(folder: Path) -> dict[str, bytes]:
     """The files of one submission folder (top level; checkpoints and hidden files skipped)."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())
-            if p.is_file() and not p.name.startswith(".") and p.stat().st_size <= MAX_FILE_BYTES}
+            if not p.is_symlink() and p.is_file() and not p.name.startswith(".")
+            and p.stat().st_size <= MAX_FILE_BYTES}
 
 
 def extract_zip(archive: Path) -> dict[str, bytes]:
@@ -178,5 +212,5 @@ def collect_zips(folder: Path, pattern: str, default_assignment: str | None) -> 
         if not assignment:
             raise ValueError(f"{archive.name} names no assignment: pass --assignment or name it "
                              "<student_id>__<assignment>.zip")
-        found[(check_student_id(groups["student_id"]), assignment)] = archive
+        found[(groups["student_id"], assignment)] = archive   # its id is checked, alone, on unpacking
     return found

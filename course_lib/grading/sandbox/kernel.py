@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 
-from course_lib.grading.sandbox.policy import SandboxPolicy
+from course_lib.grading.sandbox.policy import JUDGED_APART_ENV, SandboxPolicy, hidden_check_folders
 from course_lib.real.plumbing.graded_run import GRADED_RUN_ENV
 from course_lib.real.plumbing.processes import exec_python
 
@@ -23,6 +23,11 @@ def main(argv: list[str]) -> None:
     policy_file, _, connection_file = argv
     with open(policy_file) as handle:
         policy = SandboxPolicy.from_json(handle.read())
+    if policy.judged_apart:
+        # The hidden checks compute the expected answers: the kernel, which runs the student's code, never
+        # reads them; its hidden test cells leave their verdict to the isolated judge (hidden_checks.py).
+        policy.hidden_paths = [*policy.hidden_paths, *hidden_check_folders()]
+        os.environ[JUDGED_APART_ENV] = "1"
     # The connection file is private to the grader; the kernel gets its own copy in its home.
     os.makedirs(policy.home, exist_ok=True)
     private_copy = os.path.join(policy.home, "kernel-connection.json")

@@ -2,8 +2,11 @@
 
 As root, `isolated` wraps a command in bubblewrap (`bwrap`, Debian's package): a PID namespace that
 dies whole with the command (a daemon that re-forks and detaches dies with it), a network with loopback
-only (ranks talk over loopback), and a private /tmp, /var/tmp and /dev/shm, capped and gone afterwards.
-Without bubblewrap, as root, grading is refused (`IsolationUnavailable` says what to install).
+only (ranks talk over loopback), a private /tmp, /var/tmp and /dev/shm, capped and gone afterwards, and a
+private, empty /run (the host's sockets, locks and the grader's uid leases stay out of reach). The command
+is exec'ed with only the course's environment (policy.KEPT_NAMES): a process forked from it, which runs
+student code, finds no grader's secret even in the memory it inherited. Without bubblewrap, as root,
+grading is refused (`IsolationUnavailable` says what to install).
 """
 
 from __future__ import annotations
@@ -14,11 +17,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course_lib.grading.sandbox.policy import MiB, running_as_root
+from course_lib.grading.sandbox.policy import KEPT_NAMES, KEPT_PREFIXES, MiB, running_as_root
 from course_lib.real.plumbing.processes import run_command
 
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")   # each a fresh tmpfs per student, gone with the namespace
 PRIVATE_BYTES = 512 * MiB                         # the size of each
+# /run holds the host's sockets (dbus, a database's, a container runtime's), /run/lock and the grader's own
+# uid leases: the namespace gets an empty one of its own (/var/run and /var/lock point into it).
+PRIVATE_RUN_BYTES = 1 * MiB
+# Exec'ed first, as root: it execs the rest of the command with only the course's variables, so that the
+# initial environment on the stack of every later process (the judge, whose forked children run student
+# code) never held the grader's tokens; scrubbing os.environ afterwards would leave them in memory.
+COURSE_ENVIRONMENT_ONLY = (
+    f"import os, sys; names, prefixes = {sorted(KEPT_NAMES)!r}, {KEPT_PREFIXES!r}; "
+    "os.execve(sys.argv[1], sys.argv[1:], "
+    "{k: v for k, v in os.environ.items() if k in names or k.startswith(prefixes)})")
 # Name lookups in the namespace read /etc/hosts only: with no network but loopback, DNS cannot answer, and
 # torch's store would warn on stderr that the peer's name "cannot be retrieved" (that costs a test cell).
 NSSWITCH = Path("/run/course-grading/nsswitch.conf")
@@ -90,6 +103,9 @@ def bwrap_arguments(keep=()) -> list[str]:
     for folder in PRIVATE_DIRS:
         if os.path.isdir(folder):
             arguments += ["--perms", "1777", "--size", str(PRIVATE_BYTES), "--tmpfs", folder]
+    if os.path.isdir("/run"):
+        arguments += ["--perms", "0755", "--size", str(PRIVATE_RUN_BYTES), "--tmpfs", "/run",
+                      "--perms", "1777", "--dir", "/run/lock"]
     for path in _kept([*keep, *_code_paths()]):
         private = _private_below(path)
         parents = [p for p in reversed(Path(path).parents) if _private_below(str(p)) and str(p) != private]
@@ -100,11 +116,17 @@ def bwrap_arguments(keep=()) -> list[str]:
     return arguments + _offline_nsswitch() + ["--setenv", "GLOO_SOCKET_IFNAME", "lo", "--"]
 
 
+def course_environment_only(command: list[str]) -> list[str]:
+    """command, exec'ed with only the course's environment variables (command[0] must be a path)."""
+    return [sys.executable, "-I", "-S", "-c", COURSE_ENVIRONMENT_ONLY, *command]
+
+
 def isolated(command: list[str], keep=()) -> list[str]:
-    """command, run in namespaces of its own when grading as root (unchanged otherwise)."""
+    """command, run in namespaces of its own and with only the course's environment when grading as root
+    (unchanged otherwise: without root student code runs as the grader, who can read its environment)."""
     if not running_as_root():
         return list(command)
-    return bwrap_arguments(keep) + list(command)
+    return course_environment_only(bwrap_arguments(keep) + list(command))
 
 
 ISOLATION_PROBE = """test $$ -lt 10 || { echo "no PID namespace of its own" >&2; exit 1; }

@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from course_lib.grading.settings import HIDDEN_CHECKS_ENV
 from course_lib.real.cluster.slurm_jobs import GRADED_RUN_ENV
 from course_lib.real.plumbing.processes import exec_python
 
@@ -30,6 +31,9 @@ MNT_DETACH = 2
 PR_SET_NO_NEW_PRIVS = 38
 # The environment variable through which a grading process hands its policy to its children.
 POLICY_ENV = "COURSE_GRADING_SANDBOX"
+# Set in a grading kernel whose hidden test cells the isolated judge re-checks apart (kernel.py): there,
+# attempt/hidden_checks.py hands back checks that only defer to the judge.
+JUDGED_APART_ENV = "COURSE_CHECKS_JUDGED_APART"
 # What of the grader's environment student code still sees: the course's own settings, how to find
 # and load Python, Jupyter and the course (an HPC module's Python needs its LD_LIBRARY_PATH), the locale,
 # and the knobs of torch's threads and devices. Everything else (an instructor's tokens, Slurm's job
@@ -54,6 +58,9 @@ class SandboxPolicy:
     hidden_paths: list[str] = field(default_factory=list)   # covered by empty tmpfs mounts
     exposed_paths: list[str] = field(default_factory=list)  # reachable even below a private folder
     home: str | None = None               # writable HOME/TMPDIR for the student code
+    # Hidden test cells are judged by the isolated re-check (a registry, and the re-check on): the kernel
+    # then never sees the hidden checks, and its hidden cells leave their verdict to the judge.
+    judged_apart: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -82,6 +89,11 @@ class SandboxPolicy:
         return degraded
 
 
+def hidden_check_folders() -> list[str]:
+    """The hidden-check folders this grading process was handed (COURSE_HIDDEN_CHECKS), if any."""
+    return [folder for folder in os.environ.get(HIDDEN_CHECKS_ENV, "").split(os.pathsep) if folder]
+
+
 def _keep_only_the_course_environment() -> None:
     for name in list(os.environ):
         if name not in KEPT_NAMES and not name.startswith(KEPT_PREFIXES):
@@ -107,20 +119,28 @@ def _private_mounts(exposed: list[str], hidden: list[str]) -> list[str]:
     return _expose(libc, exposed) + _hide(libc, hidden)
 
 
-def _outermost(paths) -> list[str]:
-    """The existing folders among paths (resolved), without those inside another one."""
+def _outermost(paths, kind=os.path.isdir) -> list[str]:
+    """The existing folders (or whatever ``kind`` accepts) among paths (resolved), without those inside
+    another one."""
     kept: list[str] = []
-    for path in sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)}):
+    for path in sorted({os.path.realpath(p) for p in paths if kind(p)}):
         if not any(path == done or path.startswith(done + os.sep) for done in kept):
             kept.append(path)
     return kept
 
 
 def _hide(libc, paths: list[str]) -> list[str]:
-    """An empty read-only tmpfs over each hidden folder that exists."""
+    """An empty read-only tmpfs over each hidden folder that exists, /dev/null over each hidden file (an
+    export such as grades.csv beside the course)."""
     failed = []
-    for path in _outermost(paths):
+    folders = _outermost(paths)
+    for path in folders:
         if libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY, b"size=4k,mode=0555") != 0:
+            failed.append(f"cannot hide {path}: {os.strerror(ctypes.get_errno())}")
+    for path in _outermost(paths, os.path.isfile):
+        if any(path.startswith(folder + os.sep) for folder in folders):
+            continue
+        if libc.mount(b"/dev/null", path.encode(), None, MS_BIND, None) != 0:
             failed.append(f"cannot hide {path}: {os.strerror(ctypes.get_errno())}")
     return failed
 
@@ -182,11 +202,15 @@ def _no_new_privileges() -> None:
 
 
 def enter_inherited_policy() -> list[str]:
-    """In a forked child of the isolated judge: apply the policy the judge published, if any."""
+    """In a forked child of the isolated judge: apply the policy the judge published, if any. The hidden
+    checks the judge runs are hidden from the child too: it holds them imported already, and the student's
+    code it runs must not read the files that compute the expected answers."""
     text = os.environ.get(POLICY_ENV)
     if not text:
         return []
-    degraded = SandboxPolicy.from_json(text).enter()
+    policy = SandboxPolicy.from_json(text)
+    policy.hidden_paths = [*policy.hidden_paths, *hidden_check_folders()]
+    degraded = policy.enter()
     os.environ.pop(POLICY_ENV, None)
     for line in degraded:
         print(f"[grading sandbox] {line}", file=sys.stderr)

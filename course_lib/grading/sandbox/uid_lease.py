@@ -2,7 +2,8 @@
 of a Slurm array on one node) never run student code under the same uid and kill each other's kernels.
 
 A lease is an flock on one file per block of BLOCK uids, held for the whole run: the kernel drops it
-when the run ends, crashed or not, so a lease never goes stale. A block some process still runs under
+when the run ends, crashed or not, so a lease never goes stale. As root the folder is root's alone (0700):
+a sandbox uid cannot open a lease file, let alone hold its lock. A block some process still runs under
 (a kernel left by a run that did not use leases) is skipped as well.
 """
 
@@ -77,6 +78,10 @@ def lease(first: int, count: int, folder: Path | None = None) -> UidLease:
         raise ValueError(f"a uid lease needs at least one uid, not {count}")
     folder = folder or lease_dir()
     folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0 and folder.stat().st_uid == 0:
+        # Student code (another uid) must not even open a lease file: an flock it held would block every
+        # grading run that starts meanwhile. The namespaces' private /run hides them as well.
+        folder.chmod(0o700)
     # One scan at a time: two runs that each hold a block the other wants would otherwise both let go
     # and leapfrog each other up to HIGHEST_UID.
     with open(folder / "scan.lock", "a") as scanning:

@@ -22,6 +22,15 @@ from course_lib.grading.settings import HIDDEN_CHECKS_ENV, code_root_for_fresh_p
 from course_lib.real.plumbing.processes import Sessions, kill_processes_of_uid
 
 KERNEL_NAMES = ("distributed-course", "python3")
+# `nbgrader autograde` runs as root, outside the sandbox's limits, and holds what the kernel sends: it
+# grew to 1.4 GB under a flood (issue 53). Bounded by the output and widget caps, it needs ~300 MB; past
+# this limit it fails (MemoryError) and that student's notebook scores 0, flagged.
+NBGRADER_MEMORY_BYTES = 2 * 1024**3
+LIMIT_THEN_EXEC = ("import os, resource, sys\n"
+                   "soft, hard = resource.getrlimit(resource.RLIMIT_AS)\n"
+                   "wanted = int(sys.argv[1]) if hard < 0 else min(int(sys.argv[1]), hard)  # -1: none\n"
+                   "resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))\n"
+                   "os.execv(sys.argv[2], sys.argv[2:])")
 AUTOGRADE_PREPROCESSORS = (
     "course_lib.grading.sandbox.execute.SandboxedExecute", "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
@@ -128,8 +137,11 @@ def build_course(setup: AssignmentSetup, student: str, submission: dict[str, byt
     shutil.copyfile(setup.template_db, course_dir / "db" / "gradebook.db")
     target = course_dir / "submitted" / student / setup.assignment
     target.mkdir(parents=True)
-    for name, content in submission.items():
-        (target / name).write_bytes(content)
+    for name, content in submission.items():   # a path: the grader's spooled copy (class_files.spool)
+        if isinstance(content, Path):
+            shutil.copyfile(content, target / name)
+        else:
+            (target / name).write_bytes(content)
     policy = student_policy(setup, uid, course_dir)
     policy_file = course_dir / "jupyter" / "sandbox-policy.json"
     (course_dir / "jupyter").mkdir()
@@ -168,10 +180,17 @@ def _attempt(setup: AssignmentSetup, student: str, submission: dict[str, bytes],
     env.update(course_lib_path())
     command = isolated([sys.executable, "-m", "nbgrader", "autograde", setup.assignment, "--student", student,
                         "--force", "--log-level=INFO"], keep=[course_dir, *setup.hidden_checks])
+    command = under_memory_limit(command, NBGRADER_MEMORY_BYTES)
     ok, log = GRADING_SESSIONS.run(command, course_dir, env, setup.notebook_timeout, tag=uid,
                                    limit_name="the whole notebook's time limit")
     kill_processes_of_uid(uid)  # a kernel's detached children must not outlive the grading
     return AutogradeRun(student, ok, time.perf_counter() - start, course_dir, log[-20_000:])
+
+
+def under_memory_limit(command: list[str], limit: int) -> list[str]:
+    """command, exec'ed with a soft address-space limit (RLIMIT_AS) of ``limit`` bytes, which what it
+    starts inherits; the hard limit stays, so the kernel nbgrader starts sets its own (the policy's)."""
+    return [sys.executable, "-I", "-S", "-c", LIMIT_THEN_EXEC, str(limit), *command]
 
 
 def course_lib_path() -> dict[str, str]:

@@ -16,10 +16,16 @@ from course_lib.models import BATCH_SIZE, TwoLayerMLP, make_dataloader, make_mlp
 
 FUNCTION_NAME = "manual_backward"
 # The backward pass by hand is the exercise: autograd (every Python way in: .backward(), torch.autograd,
-# torch.func, switching gradients back on) and course_lib are refused while the answer runs.
-REFUSAL = Refusal(FUNCTION_NAME, modules=("torch.autograd.functional", "torch._functorch"),
+# torch.func, forward-mode AD, switching gradients back on; and its C++ entry points called directly: grad
+# mode switched on in C++, the engine's run_backward, a dual level for forward AD) and course_lib are
+# refused while the answer runs.
+REFUSAL = Refusal(FUNCTION_NAME, modules=("torch.autograd.functional", "torch.autograd.forward_ad",
+                                          "torch._functorch"),
                   functions=("torch.Tensor.backward", "torch.autograd.backward", "torch.autograd.grad",
                              "torch.enable_grad", "torch.set_grad_enabled"),
+                  c_functions=("torch._C._set_grad_enabled", "torch._C._ImperativeEngine.run_backward",
+                               "torch._C._ImperativeEngine.queue_callback", "torch._C._enter_dual_level",
+                               "torch._C._set_fwd_grad_enabled"),
                   why="the exercise is the backward pass by hand, from the formulas, with autograd off")
 
 # The lesson's names for the model's tensors, and where PyTorch keeps each one.
