@@ -147,3 +147,27 @@ def test_review_notes_of_an_older_run_are_still_read(tmp_path, monkeypatch):
     notes = json.loads((tmp_path / "review_notes.json").read_text())
     assert notes["hw/bob"] == {"notes": ["the kernel died in test_it"], "lost_points": {}}
     assert notes["hw/ada"]["lost_points"] == {"t": "0/3: why"}
+
+
+def test_a_kernel_judged_apart_shows_the_judges_warnings_as_warnings(tmp_path, monkeypatch):
+    """With hidden checks judged apart the notebook ran no check: a right answer's warnings are those the
+    judge saw, shown under its cell as stderr and told to cost nothing; a failed cell's are not shown."""
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")
+    notebook = new_notebook(cells=[_test_cell("warned", _stream("stdout", "judged apart")),
+                                   _test_cell("wrong", _stream("stdout", "judged apart"))])
+    verdicts = {"warned": Verdict(True, stderr="rank 0: UserWarning: deprecated\n"),
+                "wrong": Verdict(False, "AssertionError: x", stderr="rank 1: noise\n")}
+    outcome = _outcome(tmp_path, notebook, verdicts)
+    with Gradebook(f"sqlite:///{outcome.run_dir / 'db' / 'gradebook.db'}") as gb:
+        gb.find_grade("warned", "hw", "hw", "ada").auto_score = 3.0   # no stderr in the notebook: full
+        gb.db.commit()
+    grading = tmp_path / "course" / "grading"
+    grading.mkdir(parents=True)
+    (grading / "gradebook.db").write_bytes((outcome.run_dir / "db" / "gradebook.db").read_bytes())
+    run = SimpleNamespace(db_url=f"sqlite:///{grading / 'gradebook.db'}", grading_dir=grading)
+    setup = SimpleNamespace(assignment="hw", policy=SimpleNamespace(judged_apart=True))
+    result = scoring.finish(run, setup, outcome)
+    assert result.cells == {"warned": 3.0, "wrong": 0.0}
+    texts = ["".join(o.get("text", "") for o in cell.outputs) for cell in notebook.cells]
+    assert "rank 0: UserWarning: deprecated" in texts[0] and "are warnings" in texts[0]
+    assert "noise" not in texts[1] and "scores 0/3 points" in texts[1]

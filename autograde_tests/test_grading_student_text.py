@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 import zipfile
 from types import SimpleNamespace
 
@@ -200,3 +201,16 @@ def test_a_submission_nbgrader_gives_no_feedback_is_noted_and_the_class_goes_on(
     results = [report.StudentResult(name, "probe", 3.0, 3.0) for name in ("ann", "bob", "Zoë")]
     class_files.note_missing_feedback(tmp_path, "probe", results)
     assert [bool(r.notes) for r in results] == [False, True, False]   # Zoë was refused: never graded
+
+
+def test_the_judge_keeps_what_a_check_and_its_forked_children_print_on_stderr_bounded():
+    kept: list[str] = []
+    with judge._stderr_kept(kept):
+        print("from the judge", file=sys.stderr)
+        child = os.fork()
+        if child == 0:
+            os.write(2, b"from a rank \xed\xa0\x80\n" + b"x" * (judge.MAX_STDERR_CHARS * 2))
+            os._exit(0)
+        os.waitpid(child, 0)
+    assert kept[0].startswith("from the judge\nfrom a rank")
+    assert len(kept[0]) < judge.MAX_STDERR_CHARS + 100 and kept[0].encode("utf-8")

@@ -169,3 +169,18 @@ def annotate(notebook, lost: dict[str, str], full_with_warnings: set[str]) -> No
         elif grade_id in full_with_warnings:
             cell.setdefault("outputs", []).append(NotebookNode(
                 output_type="stream", name="stdout", text=f"\n[warnings] {WARNINGS_NOTE}\n"))
+
+
+JUDGE_STDERR = "[the isolated re-check of this cell printed on stderr]\n"
+
+
+def show_judge_stderr(notebook, verdicts: dict) -> None:
+    """Under each test cell the judge passed, what its run printed on stderr (a kernel whose hidden checks
+    are judged apart ran none, so a right answer's warnings appear only there): shown as stderr, so that
+    `annotate` tells the student they are warnings that cost nothing."""
+    for cell in notebook.cells:
+        verdict = verdicts.get(marks(cell).get("grade_id"))
+        if is_test_cell(cell) and verdict is not None and verdict.passed and verdict.stderr.strip():
+            cell.setdefault("outputs", []).append(NotebookNode(
+                output_type="stream", name="stderr",
+                text=JUDGE_STDERR + verdict.stderr.replace(TRUNCATED, "«output cut»")))

@@ -12,7 +12,9 @@ import importlib.util
 import json
 import os
 import sys
+import tempfile
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,10 +41,12 @@ class Verdict:
     passed: bool
     message: str = ""   # the check's words, which may quote the student's (read with student_text)
     hung: bool = False  # the judge's own launcher stopped ranks that did not finish within their timeout
+    stderr: str = ""    # what the check's run printed on stderr (warnings, the ranks' too), bounded
 
 
 MAX_RESULT_BYTES = 4 * 1024**2   # the judge's verdicts; more is a judge the student's code has broken
 MAX_MESSAGE_CHARS = 3000
+MAX_STDERR_CHARS = 4000
 HANGS_SEEN: list[float] = []     # in the judge process: each time its own launcher found ranks hung
 
 
@@ -81,6 +85,27 @@ def _run_check(entry: IsolatedCheck, sources: list[str], prelude: str):
     check(*students, **entry.kwargs)
 
 
+@contextmanager
+def _stderr_kept(kept: list[str]):
+    """While the block runs, file descriptor 2 and sys.stderr (this process's warnings, and whatever its
+    forked ranks and their relays write there) go to a file; its first MAX_STDERR_CHARS characters land in
+    ``kept``."""
+    sys.stderr.flush()
+    saved, python_stderr = os.dup(2), sys.stderr
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
+        try:
+            yield
+        finally:
+            sys.stderr.close()
+            sys.stderr = python_stderr
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            kept.append(readable(capture.read(4 * MAX_STDERR_CHARS), MAX_STDERR_CHARS))
+
+
 def judge_main(request_file: str, result_file: str) -> None:
     request = json.loads(Path(request_file).read_text())
     os.environ[HIDDEN_CHECKS_ENV] = os.pathsep.join(request["hidden_checks"])
@@ -93,14 +118,15 @@ def judge_main(request_file: str, result_file: str) -> None:
     verdicts = {}
     for grade_id in request["grade_ids"]:
         entry = registry[(request["assignment"], grade_id)]
-        hangs_before = len(HANGS_SEEN)
+        hangs_before, stderr = len(HANGS_SEEN), []
         try:
-            _run_check(entry, request["sources"][grade_id], prelude)
-            verdicts[grade_id] = {"passed": True, "message": ""}
+            with _stderr_kept(stderr):
+                _run_check(entry, request["sources"][grade_id], prelude)
+            verdicts[grade_id] = {"passed": True, "message": "", "stderr": stderr[0]}
         except Exception as error:
             message = readable("".join(traceback.format_exception_only(type(error), error)).strip(), None)
             verdicts[grade_id] = {"passed": False, "message": message[-MAX_MESSAGE_CHARS:],
-                                  "hung": len(HANGS_SEEN) > hangs_before}
+                                  "hung": len(HANGS_SEEN) > hangs_before, "stderr": "".join(stderr)}
     Path(result_file).write_text(json.dumps(verdicts))
 
 
@@ -153,7 +179,9 @@ def read_verdicts(path: Path, grade_ids: list[str], failure: str) -> dict[str, V
                                          "the isolated re-check gave no verdict for this cell")
             continue
         message = readable(entry.get("message", ""), MAX_MESSAGE_CHARS)
-        verdicts[grade_id] = Verdict(entry["passed"], message, entry.get("hung") is True)
+        stderr = entry.get("stderr", "")
+        verdicts[grade_id] = Verdict(entry["passed"], message, entry.get("hung") is True,
+                                     readable(stderr if isinstance(stderr, str) else "", MAX_STDERR_CHARS))
     return verdicts
 
 

@@ -150,6 +150,8 @@ def finish(run, setup, outcome: Outcome) -> report.StudentResult:
         for grade_id in () if judged_apart else disputed:
             review_cells.add((name, grade_id))
             notes.append(f"{grade_id} passed in the notebook but failed the isolated re-check: scored 0")
+        if judged_apart:
+            cell_verdicts.show_judge_stderr(notebook, verdicts)
         notes += review.hang_notes(verdicts)
         review.shorten_deadlocks(notebook, {gid for gid, verdict in verdicts.items() if verdict.hung})
         review.add_isolated_verdicts(notebook, disputed)
