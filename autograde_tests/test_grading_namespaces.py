@@ -13,6 +13,7 @@ import shutil
 import socket
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -116,11 +117,13 @@ if pid:
     sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 SandboxPolicy.from_json(sys.argv[1]).enter()
 print("run holds", sorted(os.listdir("/run")))
-try:
-    socket.socket(socket.AF_UNIX).connect(sys.argv[2])
-    print("host socket reached")
-except OSError as error:
-    print("host socket refused", type(error).__name__)
+for kind, path in (("host socket", sys.argv[2]), ("socket elsewhere", sys.argv[7]),
+                   ("socket in a kept folder", sys.argv[8])):
+    try:
+        socket.socket(socket.AF_UNIX).connect(path)
+        print(kind, "reached")
+    except OSError as error:
+        print(kind, "refused", type(error).__name__)
 try:
     with open(sys.argv[3]) as lease:
         fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -158,18 +161,25 @@ def test_a_caged_child_finds_no_host_socket_lock_lease_or_graders_secret(tmp_pat
 
     secret = f"grader-secret-{os.getpid()}"
     monkeypatch.setenv("INSTRUCTOR_TOKEN", secret)
-    host_socket = f"/run/grading-test-{os.getpid()}.sock"
     lock_name = f"grading-test-{os.getpid()}"
-    listener = socket.socket(socket.AF_UNIX)
-    listener.bind(host_socket)
-    os.chmod(host_socket, 0o777)
-    listener.listen(1)
+    # a host service's socket any user may open: in /run, under /var/lib, and in a folder bound back in
+    elsewhere = Path(f"/var/lib/grading-test-{os.getpid()}")
+    elsewhere.mkdir(mode=0o755)
+    course = tmp_path / "course"
+    course.mkdir(mode=0o755)
+    sockets = [f"/run/grading-test-{os.getpid()}.sock", str(elsewhere / "service.sock"),
+               str(course / "service.sock")]
+    listeners = []
+    for path in sockets:
+        listeners.append(socket.socket(socket.AF_UNIX))
+        listeners[-1].bind(path)
+        os.chmod(path, 0o777)
+        listeners[-1].listen(1)
+    host_socket = sockets[0]
     home = tmp_path / "home"
     home.mkdir()
     uid = uid_lease.HIGHEST_UID - 10
     os.chown(home, uid, uid)
-    course = tmp_path / "course"
-    course.mkdir(mode=0o755)
     export = course / "grades.csv"          # what `nbgrader export` once wrote beside the course
     export.write_text("student_id,score\nclassmate,3\n")
     export.chmod(0o644)
@@ -179,16 +189,45 @@ def test_a_caged_child_finds_no_host_socket_lock_lease_or_graders_secret(tmp_pat
         with uid_lease.lease(uid, 1) as held:
             lease_file = held._files[0].name
             command = namespaces.isolated([sys.executable, "-c", CAGED_CHILD, policy.to_json(), host_socket,
-                                           lease_file, lock_name, secret[::-1], str(export)],
+                                           lease_file, lock_name, secret[::-1], str(export), *sockets[1:]],
                                           keep=[tmp_path])
             ok, output = Sessions().run(command, tmp_path, None, 120)
     finally:
-        listener.close()
-        os.unlink(host_socket)
+        for listener, path in zip(listeners, sockets, strict=True):
+            listener.close()
+            os.unlink(path)
+        elsewhere.rmdir()
     assert ok, output
     assert "run holds ['lock']" in output, output
     assert "host socket refused" in output and "lease refused" in output, output
+    assert "socket elsewhere refused" in output and "socket in a kept folder refused" in output, output
     assert "no token in memory" in output, output
     assert "export reads ''" in output, output
     assert not os.path.exists(f"/run/lock/{lock_name}"), "the namespace's /run/lock went with it"
     assert oct(os.stat(uid_lease.lease_dir()).st_mode & 0o777) == "0o700"
+
+
+def test_the_hosts_sockets_outside_run_and_the_private_folders_are_found_from_the_kernels_table(tmp_path):
+    """/proc/net/unix's last column: a socket's path is masked where the namespace would see it, an abstract
+    name (@), a path in /run or /tmp (private) or a file that is no socket any more is not."""
+    listening = []
+    for name in ("service.sock", "kept.sock"):
+        listening.append(socket.socket(socket.AF_UNIX))
+        listening[-1].bind(str(tmp_path / name))
+    (tmp_path / "plain").write_text("a file where a socket was")
+    header = "Num       RefCount Protocol Flags    Type St Inode Path"
+    rows = [f"0000: 00000002 00000000 00010000 0001 01 {n} {path}" for n, path in enumerate(
+        ["@abstract", "/run/dbus/system_bus_socket", str(tmp_path / "service.sock"), str(tmp_path / "plain"),
+         str(tmp_path / "gone.sock"), str(tmp_path / "kept.sock")])] + ["0000: 00000002 00000000 0 0001 01 9"]
+    table = tmp_path / "unix"
+    table.write_text("\n".join([header, *rows]) + "\n")
+    try:
+        found = namespaces.host_sockets(table=table)
+        kept = namespaces.host_sockets(kept=[str(tmp_path)], table=table)
+    finally:
+        for sock in listening:
+            sock.close()
+    private = namespaces._private_below(os.path.realpath(tmp_path))
+    expected = [str(tmp_path / "kept.sock"), str(tmp_path / "service.sock")]
+    assert found == ([] if private else expected) and kept == expected
+    assert namespaces.host_sockets(table=tmp_path / "missing") == []

@@ -3,7 +3,8 @@
 As root, `isolated` wraps a command in bubblewrap (`bwrap`, Debian's package): a PID namespace that
 dies whole with the command (a daemon that re-forks and detaches dies with it), a network with loopback
 only (ranks talk over loopback), a private /tmp, /var/tmp and /dev/shm, capped and gone afterwards, and a
-private, empty /run (the host's sockets, locks and the grader's uid leases stay out of reach). The command
+private, empty /run (the host's sockets, locks and the grader's uid leases stay out of reach), and every
+other unix socket of the host masked. The command
 is exec'ed with only the course's environment (policy.KEPT_NAMES): a process forked from it, which runs
 student code, finds no grader's secret even in the memory it inherited. Without bubblewrap, as root,
 grading is refused (`IsolationUnavailable` says what to install).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -25,6 +27,12 @@ PRIVATE_BYTES = 512 * MiB                         # the size of each
 # /run holds the host's sockets (dbus, a database's, a container runtime's), /run/lock and the grader's own
 # uid leases: the namespace gets an empty one of its own (/var/run and /var/lock point into it).
 PRIVATE_RUN_BYTES = 1 * MiB
+# Every other unix socket of the host with a path (a database's under /var/lib, an agent's in a home folder)
+# is listed in /proc/net/unix, the grader's network namespace's table, and masked with /dev/null: connect()
+# to a socket does not care that its file system is read-only, only that the inode is a socket. The cap
+# bounds bubblewrap's command line; a host with more sockets than that keeps the rest reachable (noted).
+MAX_MASKED_SOCKETS = 1000
+HOST_SOCKETS = Path("/proc/net/unix")
 # Exec'ed first, as root: it execs the rest of the command with only the course's variables, so that the
 # initial environment on the stack of every later process (the judge, whose forked children run student
 # code) never held the grader's tokens; scrubbing os.environ afterwards would leave them in memory.
@@ -95,9 +103,41 @@ def _offline_nsswitch() -> list[str]:
     return ["--ro-bind", str(NSSWITCH), str(system)]
 
 
+def host_sockets(kept=(), table: Path = HOST_SOCKETS) -> list[str]:
+    """The paths of the host's unix sockets that the namespace would still see (outside /run and the private
+    folders, or in a folder of ``kept`` bound back into them), from the kernel's table (its last column: a
+    path, or @ for an abstract name, which the network namespace already hides). Only paths that are
+    sockets now: a file that replaced one is not masked."""
+    try:
+        lines = table.read_text(errors="replace").splitlines()[1:]
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields = line.split(maxsplit=7)
+        path = fields[7] if len(fields) == 8 else ""
+        if not path.startswith("/") or path in found:
+            continue
+        real = os.path.realpath(path)
+        bound_back = any(real == k or real.startswith(k + os.sep) for k in kept)
+        if not bound_back and (_private_below(real) or real == "/run" or real.startswith("/run/")):
+            continue
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                found.append(path)
+        except OSError:
+            continue
+    return sorted(found)[:MAX_MASKED_SOCKETS]
+
+
+def _masked_sockets(kept) -> list[str]:
+    return [option for path in host_sockets(kept) for option in ("--ro-bind", "/dev/null", path)]
+
+
 def bwrap_arguments(keep=()) -> list[str]:
-    """bubblewrap's options: new PID and network namespaces, a private /tmp, /var/tmp and /dev/shm, with
-    the folders in ``keep`` (and the course's code and Python) that lie in them bound back at their place."""
+    """bubblewrap's options: new PID and network namespaces, a private /tmp, /var/tmp, /dev/shm and /run,
+    the host's other unix sockets masked, with the folders in ``keep`` (and the course's code and Python)
+    that lie in the private folders bound back at their place."""
     arguments = [bwrap_path(), "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc",
                  "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
     for folder in PRIVATE_DIRS:
@@ -106,12 +146,14 @@ def bwrap_arguments(keep=()) -> list[str]:
     if os.path.isdir("/run"):
         arguments += ["--perms", "0755", "--size", str(PRIVATE_RUN_BYTES), "--tmpfs", "/run",
                       "--perms", "1777", "--dir", "/run/lock"]
-    for path in _kept([*keep, *_code_paths()]):
+    kept = _kept([*keep, *_code_paths()])
+    for path in kept:
         private = _private_below(path)
         parents = [p for p in reversed(Path(path).parents) if _private_below(str(p)) and str(p) != private]
         for parent in parents:  # bubblewrap would make them 0700: the student's uid must pass through
             arguments += ["--perms", "0711", "--dir", str(parent)]
         arguments += ["--bind", path, path]
+    arguments += _masked_sockets(kept)
     # loopback is the only interface: gloo must not look for the host's address (it would warn on stderr)
     return arguments + _offline_nsswitch() + ["--setenv", "GLOO_SOCKET_IFNAME", "lo", "--"]
 
