@@ -5,7 +5,8 @@ answers; every failure message names its seed so the case can be replayed with `
 
 Each gradient is a graded part of its own (a student with dL/dW2 right and dL/dW1 wrong keeps dL/dW2's
 points). Every part runs the same hidden cases: the course's shapes with new weights and data (one with
-most ReLUs off), other layer and batch sizes, and batches of one sample. Each check takes the student's
+most ReLUs off), other layer and batch sizes, batches of one sample, and a case whose hidden
+pre-activations are exactly 0 for one sample (ReLU's derivative there is PyTorch's 0). Each check takes the student's
 function, either the function object (in the notebook's kernel) or a ``StudentFunction`` built from the
 solution cell's source (isolated re-grading); every call runs in one forked child (sandboxed under the
 judge) through ``map_isolated``, with autograd off and the exercise's refusal armed, and only the
@@ -54,6 +55,20 @@ def _hidden_cases() -> list:
     return cases
 
 
+def with_preactivations_at_zero(x, y, params):
+    """The case with the first sample one-hot (its input k is 1, the rest 0) and half the hidden biases
+    set to -W1[:, k]: those units' pre-activations are exactly 0 for it (each product is exact, and x + -x
+    is 0 in any order of summation), where ReLU's derivative is PyTorch's 0, not 1. The input's weights
+    still reach dL/dW1 (its input is 1), so the rule shows in dW1, db1 and dx."""
+    x, params = x.clone(), {key: value.clone() for key, value in params.items()}
+    k = x.shape[1] // 2
+    x[0] = 0.0
+    x[0, k] = 1.0
+    half = params["W1"].shape[0] // 2 + 1
+    params["b1"][:half] = -params["W1"][:half, k]
+    return x, y, params
+
+
 def _check_part(manual_backward, name: str) -> None:
     cases = _hidden_cases()
     inputs, labels = [], []
@@ -61,12 +76,17 @@ def _check_part(manual_backward, name: str) -> None:
         inputs.append(random_mlp_case(seed, batch, *sizes, hidden_bias_shift=shift))
         labels.append(f"hidden case: batch {batch}, shapes {sizes[0]}->{sizes[1]}->{sizes[2]}, seed {seed}"
                       + (f", hidden biases shifted by {shift}" if shift else ""))
+    seed = fresh_rng().randrange(2**31)
+    inputs.append(with_preactivations_at_zero(*random_mlp_case(seed, 8, IN_FEATURES, HIDDEN_UNITS,
+                                                               OUT_FEATURES)))
+    labels.append(f"hidden case: batch 8, the course's shapes, seed {seed}, the first sample's hidden "
+                  "pre-activations exactly 0 on half the units (ReLU's derivative there is 0, as PyTorch's)")
     results = gradients_by_hand(manual_backward, inputs, "a hidden case")
     for (x, y, params), (got, given), label in zip(inputs, results, labels, strict=True):
         tensors = {**params, "x": x}
         unchanged_inputs(given, tensors, label, (name,))
         compare_gradients(got, autograd_gradients(x, y, params), tensors, label, (name,))
-    print(f"{FUNCTION_NAME}'s dL/d{name} passed {len(cases)} hidden cases")
+    print(f"{FUNCTION_NAME}'s dL/d{name} passed {len(inputs)} hidden cases")
 
 
 def check_manual_backward_hidden_W2(manual_backward) -> None:
