@@ -7,11 +7,11 @@ Each gradient is a graded part of its own (a student with dL/dW2 right and dL/dW
 points). Every part runs the same hidden cases: the course's shapes with new weights and data (one with
 most ReLUs off), other layer and batch sizes, batches of one sample, and a case whose hidden
 pre-activations are exactly 0 for one sample (ReLU's derivative there is PyTorch's 0). Each check takes
-the student's function, either the function object (in the notebook's kernel) or a ``StudentFunction`` built from the
-solution cell's source (isolated re-grading); every call runs in one forked child (sandboxed under the
-judge) through ``map_isolated``, with autograd off and the exercise's refusal armed, and only the
-gradients, the input and the weights as the call left them come back. A part is lost when its gradient
-is wrong or when the call changed, in place, the tensor it is the gradient of.
+the student's function, either the function object (in the notebook's kernel) or a ``StudentFunction``
+built from the solution cell's source (isolated re-grading); every call runs in one forked child
+(sandboxed under the judge) through ``map_isolated``, with autograd off and the exercise's refusal armed,
+and only the gradients, the input and the weights as the call left them come back. A part is lost when
+its gradient is wrong or when the call changed, in place, the tensor it is the gradient of.
 
 Test cells of solutions/01_mlp_by_hand/01_mlp_by_hand.ipynb and what their hidden part calls:
 
