@@ -22,10 +22,11 @@ a mix, never the loss of the first. sigkill: SIGKILL between saves and inside a 
 losses and final weights equal the uninterrupted run's bit for bit, from the newest checkpoint complete at
 the kill. sigterm: SIGTERM reaching rank 0 one step before rank 1: every rank saves the same step and
 returns within the grace, and the run resumes exactly. new world size: killed on N ranks, resumed on M (no
-dropout): the plain loop's losses and weights to rounding. durable: the second
-save recorded on the ranks (every os.fsync/os.fdatasync/os.sync, file made and rename, with its time): every
-file it wrote synced before the rename that publishes it, every folder that gained an entry synced before it
-too, and the publishing folder synced after it, before the save returns (fsync(2); DCP syncs its files:
+dropout): the plain loop's losses and weights to rounding. durable: both
+saves recorded on the ranks (every os.fsync/os.fdatasync/os.sync, file made and rename, with its time), the
+first to a path that does not exist yet: every file a save wrote synced before the rename that publishes it,
+every folder that gained an entry (the checkpoints folder's parent, in the first) synced before it too, and
+the publishing folder synced after it, before the save returns (fsync(2); DCP syncs its files:
 sync_files=True).
 """
 
@@ -187,7 +188,7 @@ def durability_problems(record: RecordedSave) -> list[str]:
                if not is_dir and (p not in before or before[p][:3] != [ino, size, mtime])}
     new = {p for p, entry in after.items() if p != "." and (p not in before or before[p][0] != entry[0])}
     shown = [_said(e) for e in events if not (e.kind == "create" and e.path == ".")]
-    where = ("what your save of the second checkpoint did, in order: " + ("; ".join(shown[:16]) or
+    where = (f"what {record.which} did, in order: " + ("; ".join(shown[:16]) or
              "no sync call, nothing made or renamed") + ("; ..." if len(shown) > 16 else ""))
     publication = _publication(events, after, new)
     if publication is None:
@@ -219,8 +220,10 @@ def durability_problems(record: RecordedSave) -> list[str]:
 def check_durable_hidden(save_checkpoint) -> None:
     seed = fresh_seed()
     rng = random.Random(seed)
-    record, failure = sync_record(save_checkpoint, rng.choice((2, 3)), seed % 100_000, TIMEOUT_S)
-    problems = [failure] if failure else durability_problems(record)
+    records, failure = sync_record(save_checkpoint, rng.choice((2, 3)), seed % 100_000, TIMEOUT_S)
+    problems = [failure] if failure else next(
+        ([f"{record.which}: {problem}" for problem in found] for record in records
+         if (found := durability_problems(record))), [])
     fail_with(problems, f"save_checkpoint's checkpoint might not survive a machine crash (seed {seed})")
 
 

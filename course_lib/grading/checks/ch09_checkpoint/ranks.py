@@ -250,22 +250,28 @@ def folder_listing(folder: str) -> dict[str, list]:
     return listing
 
 
+CHECKPOINTS = "checkpoints"   # the save's path under the recorded folder: not there before the first save
+
+
 def sync_record_side(rank, world_size, save, folder, seed):
-    """Save version 1, then version 2 recorded: this rank's sync calls, writes and renames in order, when
-    its save of version 2 started and returned, and (rank 0) the folder's listing before and after."""
+    """Save version 1 to ``folder``/checkpoints, which does not exist yet, then version 2, each recorded:
+    this rank's sync calls, writes and renames in order, when its save started and returned, and (rank 0)
+    the folder's listing before and after it. One record per save, the first save's first."""
     recorder = SyncRecorder(folder)
     recorder.install()
     save_checkpoint = save.resolve()
     recorder.rebind(getattr(save_checkpoint, "__globals__", None))
-    save_checkpoint(make_state(seed, rank, 1), folder)
-    torch.distributed.barrier()
-    before = folder_listing(folder) if rank == 0 else None
-    torch.distributed.barrier()
-    recorder.on, started = True, time.monotonic_ns()
-    save_checkpoint(make_state(seed, rank, 2), folder)
-    returned, recorder.on = time.monotonic_ns(), False
-    torch.distributed.barrier()
-    after = folder_listing(folder) if rank == 0 else None
+    path, saves = os.path.join(folder, CHECKPOINTS), []
+    for version in (1, 2):
+        torch.distributed.barrier()
+        before = folder_listing(folder) if rank == 0 else None
+        torch.distributed.barrier()
+        recorder.events, recorder.on, started = [], True, time.monotonic_ns()
+        save_checkpoint(make_state(seed, rank, version), path)
+        returned, recorder.on = time.monotonic_ns(), False
+        torch.distributed.barrier()
+        after = folder_listing(folder) if rank == 0 else None
+        saves.append({"events": recorder.events, "started": started, "returned": returned, "before": before,
+                      "after": after})
     check_not_refused()
-    return {"events": recorder.events, "started": started, "returned": returned, "before": before,
-            "after": after}
+    return saves

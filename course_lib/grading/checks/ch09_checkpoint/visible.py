@@ -103,14 +103,15 @@ def check_resume_on_new_world_size(train, world_size: int = 2, new_world_size: i
 
 
 def check_checkpoint_durable(save_checkpoint, world_size: int = 2) -> None:
-    """Visible test: two saves on real ranks, the second recorded; prints what it synced and renamed, in
+    """Visible test: two saves on real ranks, each recorded; prints what each synced, made and renamed, in
     order. It judges nothing but that the saves ran: the hidden check judges the order (see the chapter)."""
-    record, failure = sync_record(save_checkpoint, world_size, VISIBLE_SEED, VISIBLE_TIMEOUT_S)
+    records, failure = sync_record(save_checkpoint, world_size, VISIBLE_SEED, VISIBLE_TIMEOUT_S)
     fail_with([failure] if failure else [], "save_checkpoint could not be recorded")
-    events = record.timeline()
-    start = events[0].t if events else 0
-    print(f"save_checkpoint on {world_size} ranks, the second save: its syncs, the files and folders it made "
-          "and its renames, in order")
-    for event in events:
-        print(f"  {(event.t - start) / 1e6:8.3f} ms  rank {event.rank}  {event.kind:9} {event.path or ''}"
-              f"{'/' if event.is_dir else ''}")
+    for record in records:
+        events = record.timeline()
+        start = events[0].t if events else 0
+        print(f"save_checkpoint on {world_size} ranks, {record.which}: its syncs, the files and folders it "
+              "made and its renames, in order (paths under the folder that holds checkpoints/)")
+        for event in events:
+            print(f"  {(event.t - start) / 1e6:8.3f} ms  rank {event.rank}  {event.kind:9} {event.path or ''}"
+                  f"{'/' if event.is_dir else ''}")
