@@ -37,14 +37,13 @@ import random
 
 from course_lib.grading.attempt.exercise import Exercise
 from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.checks.ch09_checkpoint.durability import RecordedSave, sync_record
 from course_lib.grading.checks.ch09_checkpoint.ranks import FileEvent
 from course_lib.grading.checks.ch09_checkpoint.runs import (
     REFUSAL,
-    RecordedSave,
     atomic_problems,
     resume_problems,
     round_trip_problems,
-    sync_record,
 )
 from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
 from course_lib.real.cluster.preemption import Preemption

@@ -1,5 +1,5 @@
 """Chapter 09's preemption-safe, reshardable checkpoint, graded:
-visible.py, ranks.py where ranks run, judge.py.
+visible.py, ranks.py where ranks run, runs.py and durability.py the scenarios, judge.py.
 
 The package also stands for the flat module of the same name it replaced (its visible checks), until
 course_lib.moved_modules.UNTIL.

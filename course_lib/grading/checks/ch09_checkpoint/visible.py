@@ -8,13 +8,13 @@ drawn at grading time. Everything an answer may not use is in ``REFUSAL``.
 from __future__ import annotations
 
 from course_lib.grading.attempt.rank_attempt import fail_with
+from course_lib.grading.checks.ch09_checkpoint.durability import sync_record
 from course_lib.grading.checks.ch09_checkpoint.runs import (
     REFUSAL,
     SaveProfile,
     atomic_problems,
     resume_problems,
     round_trip_problems,
-    sync_record,
 )
 from course_lib.grading.checks.ch09_checkpoint.training_job import TrainingJob
 from course_lib.real.cluster.preemption import Preemption
