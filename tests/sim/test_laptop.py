@@ -278,3 +278,16 @@ def test_ranks_sharing_cores_finish_as_a_fair_scheduler_shares_them():
     for work, cores in (([1.0, -1.0], 2.0), ([1.0], 0.0), ([float("nan")], 1.0)):
         with pytest.raises(ValueError):
             shared_core_finish_times(work, cores)
+
+
+def test_a_sweeps_misses_are_said_by_the_run_size_by_size_and_in_their_direction():
+    from course_lib.sim.cluster.laptop import misses_sentence
+
+    assert misses_sentence({"4 KiB": 1.0, "64 KiB": 1.49}) == (
+        "every point is within [0.67, 1.5] of the prediction in this run")
+    said = misses_sentence({"4 KiB": 2.1, "16 KiB": 1.7, "64 KiB": 1.2, "256 KiB": 0.5})
+    assert said.startswith("the model misses in this run: slower than predicted at 4 KiB (2.10x) and "
+                           "16 KiB (1.70x); faster than predicted at 256 KiB (0.50x)")
+    assert "64 KiB" not in said
+    assert "at 1 MiB (0.60x), 4 MiB (0.66x) and 16 MiB (0.10x) (the band" in misses_sentence(
+        {"1 MiB": 0.6, "4 MiB": 0.66, "16 MiB": 0.1})

@@ -36,12 +36,19 @@ from dataclasses import dataclass, field
 from ..network.links import Link
 from ..timeline import Timeline
 from .hardware import HardwarePreset
-from .prediction_report import WITHIN, breakdown_lines, lane_breakdown, prediction_line, within
+from .prediction_report import (
+    WITHIN,
+    breakdown_lines,
+    lane_breakdown,
+    misses_sentence,
+    prediction_line,
+    within,
+)
 from .shared_cores import shared_core_finish_times
 
 __all__ = ["Calibration", "WITHIN", "breakdown_lines", "compute_slowdown", "fed_back_link", "fit_cores",
            "fit_crowded_release", "fit_crowded_step", "fit_error", "fit_line", "fit_link",
-           "fit_message_overhead", "lane_breakdown", "laptop_preset", "prediction_line",
+           "fit_message_overhead", "lane_breakdown", "laptop_preset", "misses_sentence", "prediction_line",
            "python_all_reduce_time", "python_hop_time", "python_message_time", "python_release_time",
            "shared_core_finish_times", "stream_slowdown", "within"]
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ..timeline import Timeline
 
-__all__ = ["OVERLAPS", "WITHIN", "breakdown_lines", "lane_breakdown", "prediction_line", "within"]
+__all__ = ["OVERLAPS", "WITHIN", "breakdown_lines", "lane_breakdown", "misses_sentence", "prediction_line",
+           "within"]
 
 # A prediction is right when measured / predicted lands in this range (issue 39, DESIGN.md: "within 1.5x").
 WITHIN = (0.67, 1.5)
@@ -15,6 +16,25 @@ WITHIN = (0.67, 1.5)
 
 def within(ratio: float, bounds: tuple[float, float] = WITHIN) -> bool:
     return bounds[0] <= ratio <= bounds[1]
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def misses_sentence(ratios: dict[str, float], bounds: tuple[float, float] = WITHIN) -> str:
+    """Where a sweep's prediction misses in this run, as the sentence a chapter prints under its ratios
+    (the run says it, not prose written from another run): ``ratios`` maps each point's label ("4 KiB")
+    to measured / predicted. "the model misses in this run: slower than predicted at 256 KiB (1.62x);
+    faster than predicted at 1 MiB (0.58x) ...", or that every point is within the band."""
+    low, high = bounds
+    slower = [f"{label} ({ratio:.2f}x)" for label, ratio in ratios.items() if ratio > high]
+    faster = [f"{label} ({ratio:.2f}x)" for label, ratio in ratios.items() if ratio < low]
+    if not slower and not faster:
+        return f"every point is within [{low}, {high}] of the prediction in this run"
+    parts = ([f"slower than predicted at {_listed(slower)}"] if slower else []) + \
+        ([f"faster than predicted at {_listed(faster)}"] if faster else [])
+    return f"the model misses in this run: {'; '.join(parts)} (the band is [{low}, {high}])"
 
 
 def milliseconds(seconds: float) -> str:
