@@ -148,7 +148,7 @@ def _submit(url: str, student: str, scores: tuple, flagged=()) -> None:
         gb.db.commit()
 
 
-def test_merge_task_copies_scores_flags_and_notebooks_and_keeps_a_hand_score(tmp_path):
+def test_merge_task_copies_scores_flags_and_notebooks_and_keeps_a_hand_score_and_no_refused_id(tmp_path):
     class_run.class_files.put_venv_on_path()
     work, course = tmp_path / "work", tmp_path / "course"
     task = work / "task-0"
@@ -162,9 +162,14 @@ def test_merge_task_copies_scores_flags_and_notebooks_and_keeps_a_hand_score(tmp
         gb.find_grade("c1", "hw", "hw", "ann").manual_score = 1.5
         gb.db.commit()
     entry = StudentResult("ann", "hw", 0, 0, notes=[], seconds=3.0).__dict__
-    (task / "done.json").write_text(json.dumps([entry]))
-    [result] = array_grading.merge_task(class_run.GradingRun(course_root=course), work, 0)
+    # a submission the task refused (its folder's name is no student id): 0, kept out of the gradebook
+    refused = StudentResult("Zoë", "hw", 0.0, 4.0, notes=["student id «Zoë» is not usable"], refused=True)
+    (task / "done.json").write_text(json.dumps([entry, refused.__dict__]))
+    result, kept = array_grading.merge_task(class_run.GradingRun(course_root=course), work, 0)
     assert (result.score, result.max_score, result.cells) == (1.5, 4.0, {"c1": 1.5, "c2": 0.0})
+    assert (kept.student, kept.score, kept.refused, kept.needs_review) == ("Zoë", 0.0, True, True)
+    with Gradebook(class_db) as gb:
+        assert [student.id for student in gb.students] == ["ann"]
     with Gradebook(class_db) as gb:
         c1, c2 = (gb.find_grade(c, "hw", "hw", "ann") for c in ("c1", "c2"))
         assert (c1.manual_score, c1.needs_manual_grade) == (1.5, False)

@@ -30,6 +30,7 @@ class StudentResult:
     seconds: float = 0.0
     cells: dict[str, float] = field(default_factory=dict)   # test grade_id -> points
     lost: dict[str, str] = field(default_factory=dict)      # grade_id below full -> "0/3: <reason>"
+    refused: bool = False    # not taken (its id, its zip): 0 in grades.csv, never in the gradebook
 
     @property
     def needs_review(self) -> bool:

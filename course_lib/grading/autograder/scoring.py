@@ -47,7 +47,7 @@ def refused_result(shape: submissions.AssignmentShape,
                    submission: submissions.Submission) -> report.StudentResult:
     """A submission the grader did not take (its id, a broken or oversized zip): 0, with the reason."""
     notes = list(dict.fromkeys([*submission.notes, submission.refused]))
-    return report.StudentResult(submission.student, shape.name, 0.0, max_points(shape), notes)
+    return report.StudentResult(submission.student, shape.name, 0.0, max_points(shape), notes, refused=True)
 
 
 def failed_result(run, assignment: str, shape, submission: submissions.Submission,

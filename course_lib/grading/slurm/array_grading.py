@@ -110,6 +110,9 @@ def merge_task(run: class_run.GradingRun, work: Path, index: int) -> list[report
     merged = []
     for entry in json.loads((root / "done.json").read_text()):
         result = report.StudentResult(**entry)
+        if result.refused:   # as `make grade` has it: 0 in grades.csv, no student of that id in the gradebook
+            merged.append(result)
+            continue
         scores = gradebook_merge.read_autograded_scores(task_db, result.assignment, result.student)
         cells = gradebook_merge.merge_student(run.db_url, result.assignment, result.student, scores, set(),
                                               review_all=bool(result.notes))
