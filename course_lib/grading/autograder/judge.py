@@ -155,7 +155,7 @@ def run_judge(registry: Path, hidden_checks, assignment: str,
     command = [sys.executable, "-I", "-c", BOOTSTRAP, str(request), str(result),
                code_root_for_fresh_pythons() or ""]
     _, output = run_tracked(command, scratch, None, timeout, policy.uid,
-                            isolate=[scratch, registry, *hidden_checks])
+                            isolate=[scratch, registry, *hidden_checks], memory=policy.student_memory_bytes)
     failure = f"the isolated re-check failed: {readable(output.strip()[-1500:])}"
     if result.exists():
         return read_verdicts(result, list(sources), failure)

@@ -52,6 +52,7 @@ class SandboxPolicy:
     uid: int = 61000
     gid: int = 61000
     memory_bytes: int = 4 * GiB           # RLIMIT_AS per process: a memory hog gets MemoryError
+    student_memory_bytes: int = 8 * GiB   # one student's processes and tmpfs together (memory_group.py)
     cpu_seconds: int = 900                # RLIMIT_CPU per process: a backstop behind the cell timeout
     file_bytes: int = 256 * MiB           # RLIMIT_FSIZE: no file larger than this
     processes: int = 1024                 # RLIMIT_NPROC for the uid (threads count too)

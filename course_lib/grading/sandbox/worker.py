@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from course_lib.grading.sandbox import failures
+from course_lib.grading.sandbox.memory_group import joined, student_group
 from course_lib.grading.sandbox.namespaces import isolated
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
 from course_lib.grading.settings import HIDDEN_CHECKS_ENV, code_root_for_fresh_pythons
@@ -181,9 +182,10 @@ def _attempt(setup: AssignmentSetup, student: str, submission: dict[str, bytes],
     command = isolated([sys.executable, "-m", "nbgrader", "autograde", setup.assignment, "--student", student,
                         "--force", "--log-level=INFO"], keep=[course_dir, *setup.hidden_checks])
     command = under_memory_limit(command, NBGRADER_MEMORY_BYTES)
-    ok, log = GRADING_SESSIONS.run(command, course_dir, env, setup.notebook_timeout, tag=uid,
-                                   limit_name="the whole notebook's time limit")
-    kill_processes_of_uid(uid)  # a kernel's detached children must not outlive the grading
+    with student_group(uid, setup.policy.student_memory_bytes):   # nbgrader, its kernel, ranks and /tmp
+        ok, log = GRADING_SESSIONS.run(joined(command, uid), course_dir, env, setup.notebook_timeout, tag=uid,
+                                       limit_name="the whole notebook's time limit")
+        kill_processes_of_uid(uid)  # a kernel's detached children must not outlive the grading
     return AutogradeRun(student, ok, time.perf_counter() - start, course_dir, log[-20_000:])
 
 
@@ -205,20 +207,22 @@ GRADING_SESSIONS = Sessions()
 
 
 def run_tracked(command: list[str], cwd: Path, env: dict | None, timeout: float,
-                uid: int | None = None, isolate=None) -> tuple[bool, str]:
+                uid: int | None = None, isolate=None, memory: int | None = None) -> tuple[bool, str]:
     """Run a grading subprocess in its own session; (succeeded, output). Killed after timeout.
 
     ``uid`` is the sandbox uid its student code runs under, if any: what is left of it is killed when the
     command ends, and stop_all() cleans up after it too. ``isolate``: run it in namespaces of its own
-    (namespaces.isolated), with these folders of a private /tmp kept.
+    (namespaces.isolated), with these folders of a private /tmp kept, and with ``memory`` bytes for it
+    and all it starts together (memory_group.py).
     """
-    if isolate is not None:
-        command = isolated(command, keep=isolate)
-    try:
-        return GRADING_SESSIONS.run(command, cwd, env, timeout, tag=uid)
-    finally:
-        if uid is not None:
-            kill_processes_of_uid(uid)
+    with student_group(uid, memory if isolate is not None and uid is not None else None):
+        if isolate is not None:
+            command = joined(isolated(command, keep=isolate), uid)
+        try:
+            return GRADING_SESSIONS.run(command, cwd, env, timeout, tag=uid)
+        finally:
+            if uid is not None:
+                kill_processes_of_uid(uid)
 
 
 def stop_all() -> None:
