@@ -75,3 +75,11 @@ def test_one_students_processes_share_one_limit():
     assert small.returncode == 0
     assert large.returncode != 0, "240 MiB in two processes fitted a 160 MiB group"
     assert not group.exists(), "the group is removed with the student"
+
+
+def test_where_no_process_may_join_a_group_none_is_made(tmp_path, monkeypatch):
+    monkeypatch.setattr(memory_group, "running_as_root", lambda: True)
+    monkeypatch.setattr(memory_group, "can_join", lambda version, parent: False)
+    with memory_group.student_group(61234, 100 * MiB, found=lambda: ("v1", tmp_path)) as group:
+        assert group is None and memory_group.joined(["true"], 61234) == ["true"]
+    assert list(tmp_path.iterdir()) == []

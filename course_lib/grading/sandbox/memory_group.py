@@ -16,7 +16,9 @@ controller to its children. Elsewhere ``student_group`` yields None and the limi
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -84,13 +86,29 @@ def _limit(version: str, group: Path, limit: int) -> None:
             swap.write_text("0")
 
 
+@functools.lru_cache(maxsize=8)
+def can_join(version: str, parent: Path) -> bool:
+    """Whether a process can be made to join a limited group under ``parent`` here (a delegation boundary
+    or a cgroup file system's rules may refuse the move): tried once per grading process, with ``true``."""
+    group = parent / f"{PREFIX}probe-{os.getpid()}"
+    try:
+        group.mkdir(exist_ok=True)
+        _limit(version, group, 64 * 2**20)
+        joining = [sys.executable, "-I", "-S", "-c", JOIN_THEN_EXEC, str(group / "cgroup.procs"), "/bin/true"]
+        return subprocess.run(joining, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        _remove(group)
+
+
 @contextlib.contextmanager
 def student_group(uid: int, limit: int | None, found=own_memory_group):
     """While a student is graded (as root), a memory cgroup of ``limit`` bytes that ``joined`` commands of
     this uid enter; yields its folder, or None where none can be made (then nothing changes)."""
     where = found() if running_as_root() and limit else None
     group = None
-    if where is not None:
+    if where is not None and can_join(*where):
         version, parent = where
         group = parent / f"{PREFIX}{uid}"
         try:
