@@ -78,6 +78,12 @@ def test_orientation_chapter_runs_and_its_slider_updates_the_output(tmp_path):
             output = slider.locator("xpath=ancestor::*[contains(@class,'widget-vbox')][1]") \
                 .locator(".jp-OutputArea-output").first
             expect(output).to_have_text(re.compile(r"\w"), timeout=30_000)
+            # Every cell run first: a slider moved while later cells still run is answered only after them
+            # (the kernel handles widget messages in turn), which on a busy machine outlasts any wait below.
+            page.wait_for_function(  # no cell still queued or running, i.e. no "[*]" prompt
+                "![...document.querySelectorAll('.jp-InputArea-prompt')]"
+                ".some(prompt => prompt.textContent.includes('*'))",
+                timeout=RUN_ALL_SECONDS * 1000)
             slider.scroll_into_view_if_needed()
             before, value_before = output.text_content(), slider.locator(".widget-readout").text_content()
             assert before.strip() and value_before.strip(), "the widget shows no text before it is moved"
@@ -89,11 +95,6 @@ def test_orientation_chapter_runs_and_its_slider_updates_the_output(tmp_path):
             expect(output).not_to_have_text(before, timeout=30_000)
             expect(output).to_have_text(re.compile(r"\w"), timeout=30_000)
             after = output.text_content()
-
-            page.wait_for_function(  # no cell still queued or running, i.e. no "[*]" prompt
-                "![...document.querySelectorAll('.jp-InputArea-prompt')]"
-                ".some(prompt => prompt.textContent.includes('*'))",
-                timeout=RUN_ALL_SECONDS * 1000)
             assert page.locator(".jp-Notebook .jp-RenderedImage img").count() >= 1, "no figure was drawn"
             # The release leaves exercises unanswered: their stub's NotImplementedError is expected.
             errors = page.locator(".jp-Notebook [data-mime-type='application/vnd.jupyter.error']")
