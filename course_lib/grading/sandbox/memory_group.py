@@ -18,13 +18,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 from course_lib.grading.sandbox.policy import running_as_root
+from course_lib.real.plumbing.processes import run_command
 
 PREFIX = "course-student-"
 # Run as root before the rest of the command: joins the group, then execs the command (which inherits it).
@@ -95,8 +95,8 @@ def can_join(version: str, parent: Path) -> bool:
         group.mkdir(exist_ok=True)
         _limit(version, group, 64 * 2**20)
         joining = [sys.executable, "-I", "-S", "-c", JOIN_THEN_EXEC, str(group / "cgroup.procs"), "/bin/true"]
-        return subprocess.run(joining, capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
+        return run_command(joining, 30)[0] == 0
+    except OSError:
         return False
     finally:
         _remove(group)
