@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -99,6 +100,8 @@ def test_nbgrader_runs_under_a_memory_limit_that_the_kernel_may_set_again(monkey
     monkeypatch.setattr(worker.GRADING_SESSIONS, "run",
                         lambda command, *a, **k: (ran.append(command), (1, ""))[1])
     monkeypatch.setattr(worker, "kill_processes_of_uid", lambda uid: None)
+    # no memory group here (as root one would prefix the command: test_grading_memory_group.py has it)
+    monkeypatch.setattr(worker, "student_group", lambda uid, limit: contextlib.nullcontext())
     (tmp_path / "source").mkdir()
     (tmp_path / "template.db").write_bytes(b"")
     setup = worker.AssignmentSetup("course", "probe", tmp_path / "source", tmp_path / "template.db", [])
