@@ -122,7 +122,7 @@ def judge_main(request_file: str, result_file: str) -> None:
         try:
             with _stderr_kept(stderr):
                 _run_check(entry, request["sources"][grade_id], prelude)
-            verdicts[grade_id] = {"passed": True, "message": "", "stderr": stderr[0]}
+            verdicts[grade_id] = {"passed": True, "message": "", "stderr": "".join(stderr)}
         except Exception as error:
             message = readable("".join(traceback.format_exception_only(type(error), error)).strip(), None)
             verdicts[grade_id] = {"passed": False, "message": message[-MAX_MESSAGE_CHARS:],

@@ -1,5 +1,6 @@
-"""One student's memory bounded as a whole (issue 53): a memory cgroup per student, made under the grader's
-own, that nbgrader with its kernel and ranks, then the judge and its children, all join before they exec.
+"""One student's memory bounded as a whole (issue 53): a memory cgroup per grading command of a student,
+made under the grader's own, that every process of the command joins before it execs: nbgrader with its
+kernel and ranks, then (one after the other, so never together) the judge with its children.
 
 Limits per process (RLIMIT_AS: the policy's 4 GiB, nbgrader's 2 GiB) and per tmpfs (512 MiB each) leave
 the sum open: a student's eight ranks, its kernel and its private /tmp together could hold many times one
