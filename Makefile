@@ -69,6 +69,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	index=$$($(PYTHON) tools/torch_index.py "$(TORCH_INDEX)") && \
 		$(BIN)/python -m pip install --quiet $${index:+--extra-index-url "$$index"} -e '.[test]'
+	# jsonschema imports rfc3987-syntax whenever it is installed (jupyter-events asks for it), and that builds
+	# a lark grammar at import: 1.7 s of CPU in every process that imports nbformat (each nbgrader command,
+	# judge and notebook run of a grading). It checks only the "iri" formats, which no schema here uses.
+	$(BIN)/python -m pip uninstall --quiet --yes rfc3987-syntax lark
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3 (distributed course)"
 	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter-widgets/jupyterlab-manager @jupyter/nbgrader >/dev/null
 	touch $(STAMP)

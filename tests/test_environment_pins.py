@@ -1,6 +1,8 @@
 """environment.yml (clusters, Open OnDemand) and pyproject.toml (laptops, CI) name the same packages
 with the same version floors, so a course that works on one works on the other."""
 
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -71,3 +73,11 @@ def test_the_test_tools_bring_the_hub_extra():
     assert {Requirement(r).name for r in extras["hub"]} == {"jupyterhub", "batchspawner"}
     assert any(Requirement(r).name == "course-lib" and "hub" in Requirement(r).extras for r in extras["test"])
     assert ".[hub]" in (ROOT / "environment.yml").read_text()
+
+
+def test_reading_a_notebook_does_not_build_a_grammar():
+    """`make setup` removes rfc3987-syntax (Makefile): jsonschema imports it whenever it is installed, and
+    it builds a lark grammar at import, 1.7 s in every grading process that reads a notebook."""
+    probe = "import sys, nbformat; print('rfc3987_syntax' in sys.modules)"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "False", "pip uninstall rfc3987-syntax lark (make setup does)"
