@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+from datetime import datetime
 
 import nbformat
 import pytest
@@ -40,6 +41,44 @@ def test_submission_earns_exactly_its_expected_points(request, chapter: Chapter,
     assert got == expected, f"{chapter.assignment}/{suffix}: {result.notes}"
     if suffix == "solution":
         assert not result.needs_review, result.notes
+
+
+ASSIGNMENTS = sorted({(chapter.assignment, chapter.prefix, chapter.run) for chapter in CHAPTERS})
+
+
+@pytest.mark.parametrize("assignment, prefix, run", ASSIGNMENTS, ids=[a for a, _, _ in ASSIGNMENTS])
+def test_the_reference_runs_every_cell_and_every_worked_answer(request, assignment: str, prefix: str,
+                                                                run: str):
+    """The graded reference is the course's run of each graded chapter top to bottom (CHAPTERS.md: the
+    solution executes headless), worked answers shown (chapter_classes.with_worked_answers_shown): no cell
+    may raise, and every Problem's worked answer prints its answer. Each cell ran within the grading run's
+    limit for it; the time of the whole is printed (benchmarks/bench_notebooks.py holds the budget)."""
+    graded = request.getfixturevalue(run)
+    student = f"{prefix}_solution"
+    notebook = nbformat.read(graded.root / "grading" / "autograded" / student / assignment
+                             / f"{assignment}.ipynb", as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    errors = [(index, output.get("ename"), output.get("evalue", "")[:300]) for index, cell in enumerate(code)
+              for output in cell.get("outputs", []) if output.get("output_type") == "error"]
+    assert not errors, f"{assignment}'s reference raised in code cells (index, error, message): {errors}"
+    answers = [cell for cell in code if cell.source.lstrip().startswith("%%worked_answer")]
+    unprinted = [cell.source[:80] for cell in answers
+                 if not any(output.get("output_type") == "stream" for output in cell.get("outputs", []))]
+    assert not unprinted, f"worked answers that printed nothing: {unprinted}"
+    print(f"{assignment}: {len(code)} code cells, {len(answers)} worked answers, "
+          f"{_executed_seconds(code):.0f} s of cells in the grading run")
+
+
+def _executed_seconds(cells) -> float:
+    """The seconds the cells ran, from the timestamps nbclient records in each cell's metadata."""
+    seconds = 0.0
+    for cell in cells:
+        times = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in times and "shell.execute_reply" in times:
+            begun, ended = (datetime.fromisoformat(times[key].replace("Z", "+00:00"))
+                            for key in ("iopub.execute_input", "shell.execute_reply"))
+            seconds += (ended - begun).total_seconds()
+    return seconds
 
 
 def _test_cells(notebook: dict) -> dict[str, dict]:

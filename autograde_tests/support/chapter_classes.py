@@ -9,6 +9,7 @@ grading run holds the chapter. Adding a chapter to the grading tests is adding a
 from __future__ import annotations
 
 import ast
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +17,12 @@ from pathlib import Path
 import nbformat
 
 from course_lib.grading.autograder import fixtures
+from course_lib.viz.worked_answer import SHOW_ANSWERS_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 LONG_LESSON_S = 120   # a cell's limit where lessons time, train or kill real ranks (make grade's own)
 FIXTURES = REPO / "autograde_tests" / "fixtures"
+SHOW_ANSWERS_CELL = f"import os\nos.environ[{SHOW_ANSWERS_ENV!r}] = '1'   # the worked answers run at once"
 
 
 @dataclass(frozen=True)
@@ -175,9 +178,23 @@ def write_chapter_class(root: Path, chapters: list[Chapter]) -> list[str]:
     prefix = chapters[0].prefix
     for student, answers in classes.items():
         folder = root / "grading" / "submitted" / f"{prefix}_{student}" / assignment
-        fixtures.write_submission(folder, assignment, fixtures.make_submission(release, answers))
+        submission = fixtures.make_submission(release, answers)
+        if student == "solution":
+            submission = with_worked_answers_shown(submission)
+        fixtures.write_submission(folder, assignment, submission)
         students.append(f"{prefix}_{student}")
     return students
+
+
+def with_worked_answers_shown(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook with a first cell of the student's own that sets COURSE_SHOW_ANSWERS=1, so that its
+    Problems' worked answers run at once (course_lib.viz.worked_answer), as in the course's headless runs:
+    the graded reference is the course's one run of every graded chapter top to bottom
+    (test_grading_chapters.test_the_reference_runs_every_cell_and_every_worked_answer)."""
+    shown = copy.deepcopy(notebook)
+    first_code = next(i for i, cell in enumerate(shown.cells) if cell.cell_type == "code")
+    shown.cells.insert(first_code, nbformat.v4.new_code_cell(SHOW_ANSWERS_CELL))
+    return shown
 
 
 def cell_timeouts(chapters) -> dict[str, int]:
