@@ -43,7 +43,7 @@ GRADE_SLURM_ARGS = $(if $(SLURM),--slurm,) $(if $(TASKS),--tasks $(TASKS),) \
 	$(if $(PARTITION),--partition $(PARTITION),) $(if $(ACCOUNT),--account $(ACCOUNT),) \
 	$(if $(MINUTES_PER_SUBMISSION),--minutes-per-submission $(MINUTES_PER_SUBMISSION),)
 
-.PHONY: setup lab test test-fast lint release grade grade-demo student-kit bench slurm-up slurm-down hub-up hub-down \
+.PHONY: setup lab test test-fast lint release grade export grade-demo student-kit bench slurm-up slurm-down hub-up hub-down \
 	clean help
 
 help:
@@ -52,6 +52,7 @@ help:
 	@echo "make test-fast  course_lib unit tests only (under a minute)"
 	@echo "make release    regenerate notebooks/ from solutions/ with nbgrader"
 	@echo "make grade      autograde submissions under grading/submitted (ASSIGNMENT=name for one)"
+	@echo "make export     grades for Canvas and Moodle: grading/exports/canvas.csv and moodle.csv"
 	@echo "make grade-demo grade a generated demo class end to end"
 	@echo "make student-kit build/student-kit/ and .zip: what students get, no answers (GIT=1: a git repo)"
 	@echo "make bench      run the speed benchmarks (simulator, real processes, ring, grading)"
@@ -98,6 +99,9 @@ grade: setup
 		$(if $(ZIP_PATTERN),--zip-pattern '$(ZIP_PATTERN)',) $(if $(JOBS),--jobs $(JOBS),) \
 		$(if $(CELL_TIMEOUT),--cell-timeout $(CELL_TIMEOUT),) $(if $(FIRST_UID),--first-uid $(FIRST_UID),) \
 		$(GRADE_SLURM_ARGS)
+
+export: setup
+	$(BIN)/python -m course_lib.grading.cli export
 
 grade-demo: setup
 	$(BIN)/python -m course_lib.grading.cli demo $(if $(JOBS),--jobs $(JOBS),) $(GRADE_SLURM_ARGS)

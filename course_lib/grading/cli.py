@@ -1,6 +1,7 @@
-"""Command line of the grading backend: ``grade`` (the class's submissions) and ``demo``.
+"""Command line of the grading backend: ``grade`` (the class's submissions), ``export`` and ``demo``.
 
     python -m course_lib.grading.cli grade [--assignment A] [--zips DIR] [--jobs N] [--slurm [--tasks T]]
+    python -m course_lib.grading.cli export      (grading/exports/canvas.csv and moodle.csv)
     python -m course_lib.grading.cli demo [--assignment A] [--students N] [--into DIR] [--slurm]
     python -m course_lib.grading.cli grade-task WORK INDEX   (one task of a --slurm job array)
 """
@@ -13,7 +14,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from course_lib.grading.autograder import class_files, class_run, demo, submissions
+from course_lib.grading.autograder import class_files, class_run, demo, lms_export, submissions
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
 from course_lib.grading.settings import CODE_ROOT, read_settings
 from course_lib.grading.slurm import array_grading, array_tasks
@@ -30,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--zips", type=Path, help="a folder of <student>__<assignment>.zip to collect first")
     grade.add_argument("--zip-pattern", default=submissions.DEFAULT_ZIP_PATTERN,
                        help="named regexp for zip names: groups student_id and optional assignment_id")
+    commands.add_parser("export", help="the class's grades for Canvas and Moodle, in grading/exports/")
     demo_cmd = commands.add_parser("demo", help="grade a generated demo class end to end")
     demo_cmd.add_argument("--assignment", help="chapter to build the class from (default: the latest graded)")
     demo_cmd.add_argument("--students", type=int, default=4)
@@ -93,6 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "grade-task":
         array_grading.grade_task(args.work.resolve(), args.index, args.jobs)
+        return 0
+    if args.command == "export":
+        try:
+            written = lms_export.write_exports(ROOT / "grading")
+        except FileNotFoundError as error:
+            print(error, file=sys.stderr)
+            return 1
+        for name, path in written.items():
+            print(f"{name}: {path}")
         return 0
     if args.command == "grade":
         if args.slurm and args.zips:
