@@ -54,3 +54,28 @@ def test_chapter_07s_first_cells_are_graded_each_on_its_own(graded_class):
     assert "shard_parameters gave wrong shards" in text and "gather_parameters did not" not in text
     text = _autograded(graded_class, "zero_padding_in_gathered", "07_zero_fsdp")
     assert "gather_parameters did not rebuild the tensors" in text
+
+
+
+def test_no_output_names_the_checkout_or_the_grading_runs_scratch_folder(graded_class):
+    """Issue 58: what the feedback shows of every cell's outputs (tracebacks through course_lib, files the
+    ranks wrote) reads relative to the course (autograder/course_paths.py), for every student of the shared
+    run; a path a student's code merely spells (a glob, in its source) is theirs."""
+    import re
+
+    import nbformat
+
+    from course_lib.grading.settings import CODE_ROOT
+
+    scratch = re.compile(r"/course-grading-[a-z0-9_]{8}/")
+    graded = sorted((graded_class.root / "grading" / "autograded").glob("*/*/*.ipynb"))
+    assert len(graded) > 40
+    named = set()
+    for path in graded:
+        notebook = nbformat.read(path, as_version=4)
+        outputs = nbformat.writes(nbformat.v4.new_notebook(cells=[
+            nbformat.v4.new_code_cell(outputs=cell.outputs) for cell in notebook.cells
+            if cell.cell_type == "code"]))
+        if f"{CODE_ROOT}/" in outputs or scratch.search(outputs):
+            named.add(path.parent.parent.name)
+    assert not named, f"outputs naming {CODE_ROOT} or the run's scratch folder: {sorted(named)}"

@@ -13,12 +13,14 @@ import nbformat
 from course_lib.grading.autograder import (
     cell_verdicts,
     class_files,
+    course_paths,
     gradebook_merge,
     report,
     review,
     submissions,
 )
 from course_lib.grading.sandbox.failures import nbgrader_error
+from course_lib.grading.settings import CODE_ROOT
 from course_lib.grading.student_text import readable
 
 
@@ -188,7 +190,10 @@ def keep_autograded(run, setup, outcome: Outcome) -> None:
     """Replace grading/autograded/<student>/<assignment>/ in one rename."""
     fresh = outcome.run_dir / "autograded" / outcome.submission.student / setup.assignment
     if fresh.is_dir():
+        pairs = course_paths.replacements(getattr(setup, "code_root", None) or CODE_ROOT, outcome.run_dir,
+                                          outcome.submission.student, setup.assignment)
         for name, notebook in outcome.notebooks.items():
+            course_paths.make_relative(notebook, pairs)   # the feedback names no folder of the grader's
             nbformat.write(notebook, fresh / f"{name}.ipynb")
     class_files.replace_tree(fresh, run.grading_dir / "autograded" / outcome.submission.student
                              / setup.assignment)
