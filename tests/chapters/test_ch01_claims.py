@@ -47,3 +47,11 @@ def test_section_8s_ratio_counts_attention_in_full_and_the_input_embedding_among
     tokens = llama.seq_len
     assert round(llama.training_flops(tokens) / (6 * llama.num_params * tokens), 2) == 1.20
     assert round(llama.vocab_size * llama.hidden / 1e9, 1) == 0.5                # the input embedding
+
+
+def test_the_16_bytes_a_parameter_are_named_as_zeros_accounting_beside_megatrons_18():
+    """2 + 2 + 12 is ZeRO's count; Megatron-LM's table (16-bit weights, 32-bit gradients) counts 18."""
+    text = _text("Memory comes in two kinds")
+    assert 2 + 2 + 12 == 16 and 2 + 4 + 12 == 18
+    assert "These 16 bytes are\nZeRO's accounting" in text and "counts 18" in text
+    assert "https://github.com/NVIDIA/Megatron-LM/blob/main/docs/source/api-guide/dist_optimizer.md" in text

@@ -63,6 +63,7 @@ def test_section_1s_table_all_to_all_and_broadcast_as_nccl_runs_them():
 
 # Issue 41: the ring exercise states the property, not the order; the problems' answers only on request.
 NOTEBOOK = Path(__file__).resolve().parents[2] / "solutions" / "02_collectives" / "02_collectives.ipynb"
+NCCL_PARAGRAPH = "more-primitives-costs-intro"
 
 
 def _cells() -> dict:
@@ -138,3 +139,18 @@ def test_a_small_all_reduce_costs_mostly_the_floor_every_call_pays():
     would give."""
     one_float, small = run_ranks(_one_float_and_4_kib, 2, timeout=60)[0]
     assert one_float >= 0.25 * small, (one_float, small)
+
+
+def test_the_nccl_paragraph_says_what_the_simulator_picks_from_and_when_nccl_gained_its_all_to_all():
+    """The simulator chooses between NCCL's Ring and Tree only (vocabulary.NCCL_CHOICES), and prices the
+    all-to-all as grouped sends: the prose says NVLink SHARP is not modelled and that NCCL 2.28.3 added
+    ncclAlltoAll, each with its source (the 12-07 review)."""
+    from course_lib.sim.vocabulary import NCCL_CHOICES
+
+    assert set(NCCL_CHOICES["all_reduce"]) == {"ring", "double_binary_tree"}
+    assert tuple(NCCL_CHOICES["all_to_all"]) == ("pairwise",)
+    text = _cells()[NCCL_PARAGRAPH]
+    assert "Ring/Tree cost model" in text and "does not model" in text
+    assert "https://github.com/NVIDIA/nccl-tests/issues/212" in text
+    assert "2.28.3 added `ncclAlltoAll`" in text and "https://github.com/NVIDIA/nccl/issues/1868" in text
+    assert "NCCL has no all-to-all" not in text

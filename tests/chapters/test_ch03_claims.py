@@ -228,7 +228,18 @@ def test_the_critical_batch_paragraph_cites_who_publishes_it_and_llama_3s_ramp()
     for source in ("https://arxiv.org/abs/2001.08361", "https://arxiv.org/abs/2401.02954",
                    "https://arxiv.org/abs/2410.21676", "https://arxiv.org/abs/2407.21783"):
         assert source in text
-    assert "4 M tokens a step to 8 M and then\n  16 M" in text
+    assert "4 M tokens a step to 8 M and\n  then 16 M" in text
+    assert "consistent with it growing" in text and "stability" in text   # Dubey et al.'s own reason
+
+
+def test_kaplans_critical_batch_is_1_to_2_5_m_tokens_at_their_losses_not_its_constant():
+    """Kaplan et al. 2020, eq. 5.1: B_crit(L) = B_* / L^(1/alpha_B), B_* = 2e8 tokens, alpha_B = 0.21: the
+    2e8 is the value at L = 1 nat, not at their losses (the 12-07 review)."""
+    text = _cells()["76e36e4a"]
+    at = {loss: 2e8 / loss ** (1 / 0.21) for loss in (2.5, 3.0)}
+    assert f"{at[2.5] / 1e6:.1f} M tokens at a loss of 2.5" in text
+    assert f"{at[3.0] / 1e6:.1f} M at 3" in text
+    assert "B_* \\approx 2 \\cdot 10^8$ tokens and $\\alpha_B \\approx 0.21$" in text
 
 
 def test_the_problems_answers_are_printed_only_on_request():

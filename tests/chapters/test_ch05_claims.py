@@ -162,3 +162,12 @@ def test_problem_b_with_flashattention_1f1b_misses_by_a_few_gb_not_by_hundreds()
     assert unfused / per_layer > 4
     text = " ".join(c.source for c in _cells() if c.cell_type == "markdown")
     assert "GPipe by far and 1F1B by a few GB" in text
+
+
+def test_problem_4b_cites_flashattention_for_the_scores_it_does_not_store():
+    """FlashAttention's own paper says the s x s scores are never stored; Llama 3's section 3.3.2 does not
+    name FlashAttention (the 12-07 review), so the problem no longer attributes it there."""
+    [text] = [c.source for c in _cells()
+              if c.cell_type == "markdown" and c.source.startswith("**(b)** Llama 3")]
+    assert "https://arxiv.org/abs/2205.14135" in text and "no $s \\times s$ scores stored" in text
+    assert "Llama 3 trained with it" not in text
