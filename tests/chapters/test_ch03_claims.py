@@ -305,3 +305,15 @@ def test_section_1s_scaling_row_runs_nccls_choice_with_the_flat_ring_as_the_foil
     """Finding 1, fixed before this test: cell 9 simulates DDP with NCCL's choice, the ring beside it."""
     source = _cells()["532cf2be"]
     assert 'dp_algorithm="ring"' in source and "NCCL's choice" in source
+
+
+def test_the_ring_prose_follows_whichever_ring_cell_11_found_and_names_the_crowding_and_one_rank_assumption():
+    """The 12-07 review: the prose said "your ring" where a run fell back to gloo's, read a crowded cost off
+    another run, and hid the assumption behind "through one rank is about 3 times slower"."""
+    cells = _cells()
+    predict, reads = cells["303e496a"], cells["bbca3345"]
+    assert "where it fell back to torch's" in predict and "predicted as gloo's" in predict
+    assert "it costs more than a step" not in predict and "a cost of ranks crowding too few cores" in predict
+    assert "for your ring (when cell 11 found it usable)" in reads
+    assert "as if rank 0 handled one message at a time" in cells["778b528b"]
+    assert "each rank on its own core" not in cells["d3a1ec8e"] and "predict_ddp_step" in cells["d3a1ec8e"]

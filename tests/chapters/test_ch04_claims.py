@@ -156,3 +156,15 @@ def test_stage_0s_backward_does_half_the_matrix_products_its_input_being_data(in
     with FlopCounterMode(display=False) as counter:
         output.sum().backward()
     assert counter.get_total_flops() == backward_products * 2 * 8 * 64 * 64
+
+
+def test_the_summary_prices_tensor_parallel_as_section_3_does():
+    """The summary's cost of splitting every layer matches cell 25: an all-gather per split linear layer,
+    or one all-reduce per MLP block with Megatron's pairing (the 12-07 review)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "solutions" / "04_model_parallel" / "04_model_parallel.ipynb"
+    [summary] = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                 if "".join(c["source"]).startswith("## What you have seen")]
+    assert "one all-reduce per\n  MLP block" in summary and "a collective per layer." not in summary
