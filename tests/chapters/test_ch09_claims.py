@@ -244,7 +244,31 @@ def test_the_table_of_slurms_signals_has_its_three_events_and_cites_slurms_pages
     assert "SIGCONT then SIGTERM" in cancel and "`KillWait`" in cancel
     assert "SIGCONT and SIGTERM at once" in preemption and "`GraceTime`" in preemption
     assert "preempt_send_user_signal" in preemption and "yes, by Slurm" in preemption
+    assert "`PreemptParameters=send_user_signal`" in preemption            # its current name, then the old
+    assert "manpages/lunar/en/man5/slurm.conf.5.html" in text               # 22.05's own spelling, cited
     assert all(page in text for page in SLURM_PAGES)
+
+
+def test_the_stagers_are_placed_in_the_files_the_installed_torch_defines_them_in():
+    import torch.distributed.checkpoint as dcp
+
+    folder = Path(dcp.__file__).parent
+    assert "class DefaultStager" in (folder / "staging.py").read_text()
+    assert "class StateDictStager" in (folder / "_state_dict_stager.py").read_text()
+    assert "the second in `_state_dict_stager.py`" in " ".join(markdown().split())
+
+
+def test_youngs_interval_counts_only_the_419_unexpected_interruptions():
+    """Llama 3 section 3.3.4: 466 interruptions in 54 days, 47 of them planned; the worked answer's mean
+    time between interruptions is 3.09 h, not the 2.78 h of all 466 (the 12-07 review)."""
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    [answer] = ["".join(c["source"]) for c in cells if "".join(c["source"]).startswith("%%worked_answer")
+                and "mean_between" in "".join(c["source"])]
+    namespace = {"math": math}
+    exec(answer.split("\n", 1)[1].replace("print(", "said = ("), namespace)
+    assert namespace["mean_between"] / 3600 == pytest.approx(54 * 24 / 419) == pytest.approx(3.09, abs=0.01)
+    assert "47 of them planned" in " ".join(markdown().split()) and "419 unexpected" in markdown()
+    assert "That is the end of the course" not in markdown() and "Next, chapter 10" in markdown()
 
 
 @pytest.mark.parametrize("said", [
