@@ -115,3 +115,13 @@ def test_stage_3_beats_stage_1_with_one_microbatch_only_without_the_overlapped_p
                                             **common)
     assert three.step_time < one.step_time and overlapped.step_time < three.step_time
     assert "overlap_param_gather=True" in CELLS[59] and "overlap_param_gather=False" in CELLS[59]
+
+
+def test_problem_5_uses_the_measured_h100_rate_and_its_answer_is_more_than_one_8k_sequence():
+    """The chapter's H100 runs at the measured 710 TFLOP/s (sim.H100.flops), not the older 742 (the 12-07
+    review): the answer, (N-1)/N F/B tokens, still needs two 8K sequences."""
+    assert "742" not in TEXT
+    [answer] = [cell for cell in CELLS if cell.startswith("%%worked_answer") and "answer_5" in cell]
+    assert "answer_5 = (63 / 64) * sim.H100.flops / 50e9" in answer
+    tokens = (63 / 64) * sim.H100.flops / 50e9
+    assert 8192 < tokens <= 2 * 8192
