@@ -189,3 +189,17 @@ def test_the_ring_timeline_is_predicted_on_the_calibrated_machine_and_compared_t
     # logs every op through Python (two to three times the ring's time on the course's machine)
     assert "attention_on_ranks(ring_attention, *one_chunk, 1, repetitions=9).unrecorded_seconds" in text
     assert "measured_seconds=yours.unrecorded_seconds" in text
+
+
+def test_the_recorders_cost_is_printed_by_the_run_and_cp_costs_more_than_one_thing_in_training():
+    """The 12-07 review: "two to three times the unrecorded time" and the reference ring's quiet runs were
+    numbers in prose that no cell printed (and one was revision history); "CP costs one thing" held only for
+    the forward, against section 6b's backward ring and gradient reduction."""
+    text = _text()
+    assert "measured_ring.makespan / yours.unrecorded_seconds" in text
+    for stale in ("two to three times the unrecorded", "1.12 to 1.32", "Before the step's own cost"):
+        assert stale not in text, stale
+    assert text.count("costs one thing") == 1 and "in the forward CP costs one thing" in text
+    assert "costs, in the forward, one thing" in text
+    assert text.count("a reduction of the weights' gradients") >= 2
+    assert "over the CP group (section 6b)" in text
