@@ -203,7 +203,8 @@ DEEPSEEK_V3_RUN = PublishedRun(
     "DeepSeek-AI 2024, arXiv 2412.19437, section 1 and Table 1: 180K H800 GPU-hours per trillion tokens",
     ["FP8 matrix multiplies at 75% of the H800's 1,979 TFLOP/s FP8 peak (the course's GEMM efficiency, "
      "not a measurement); attention core, output head and MTP head at the BF16 rate (section 3.3.1)",
-     "links as the report measures them: NVLink 160 GB/s, InfiniBand 50 GB/s per GPU (section 3.2.2)",
+     "links as the report states them (it does not measure them): NVLink 160 GB/s, InfiniBand 50 GB/s "
+     "per GPU (section 3.2.2)",
      "EP 64 inside DP 128 (each stage's 128 GPUs, two expert replicas), ZeRO-1, PP 16 (section 3.2)",
      "dispatch in FP8, combine in BF16 (section 3.3.3); at most 4 nodes per token (section 3.2.2)",
      "all-to-alls overlapped with compute, which keeps 112 of the 132 SMs (section 3.2.2)",
