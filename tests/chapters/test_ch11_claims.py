@@ -161,7 +161,9 @@ def test_the_report_states_the_link_bandwidths_it_does_not_measure_them():
     prose = _prose()
     assert "as the report measures them" not in prose
     assert "as the report states them" in prose
-    from course_lib.sim.search import published   # and the note the what-if table prints (the 12-07 review)
+    # and the note the what-if table prints (the 12-07 review)
+    from course_lib.sim.search import published
+
     notes = " ".join(published.DEEPSEEK_V3_RUN.notes)
     assert "as the report measures them" not in notes and "as the report states them" in notes
 
