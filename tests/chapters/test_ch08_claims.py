@@ -190,3 +190,18 @@ def test_fsdp2_over_tensor_parallel_on_a_2d_gloo_mesh_equals_one_process():
     assert placements["0.weight"].startswith("(_StridedShard(dim=0")      # FSDP on rows TP already split
     assert "Shard(dim=1)" in placements["2.weight"]
     assert any("returned a view tensor" in w for w in warned)              # FSDP2's warning, section 6
+
+
+def test_the_same_step_in_both_orders_is_said_to_hold_on_the_simulators_flat_network_only():
+    """The 12-07 review: the simulator's network has no pods and no oversubscription (nothing in
+    sim/cluster models them), where Llama 3's keeps full bisection only inside a 3,072-GPU pod."""
+    import inspect
+
+    from course_lib.sim import cluster
+
+    source = "".join(inspect.getsource(module) for module in vars(cluster).values()
+                     if inspect.ismodule(module)).lower()
+    assert "oversubscri" not in source    # when a tier above the node comes, this prose goes (issue 52)
+    text = " ".join(TEXT.split())
+    assert "which is flat above the node" in text and "3,072 GPUs, 1:7 oversubscribed" in text
+    assert "which this simulator cannot show" in text
