@@ -171,3 +171,15 @@ def test_problem_4b_cites_flashattention_for_the_scores_it_does_not_store():
               if c.cell_type == "markdown" and c.source.startswith("**(b)** Llama 3")]
     assert "https://arxiv.org/abs/2205.14135" in text and "no $s \\times s$ scores stored" in text
     assert "Llama 3 trained with it" not in text
+
+
+def test_the_measured_step_is_read_by_the_run_not_by_the_prose():
+    """The 12-07 review: "it printed 0.96 to 1.29 (eleven runs)" and "about 70 %" read other runs; the cell
+    now prints the compute shares, measured and predicted, and says which reading this run supports."""
+    cells = _cells()
+    [run] = [c.source for c in cells if c.cell_type == "code" and "computing = {name:" in c.source]
+    assert 'timeline.busy_time("compute") / (STAGES * timeline.makespan)' in run
+    assert 'computing["predicted"] > computing["measured"] + 0.10' in run
+    text = " ".join(c.source for c in cells if c.cell_type == "markdown")
+    for stale in ("0.96 to 1.29", "eleven runs", "about 70 %", "In the runs that printed it"):
+        assert stale not in text, stale
