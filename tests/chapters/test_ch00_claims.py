@@ -109,3 +109,12 @@ def test_the_prediction_and_the_ddp_step_are_measured_in_calibrates_harness_with
     for part in ("model.no_sync()", "optimizer.step()", "dist.all_reduce(gradients)"):
         assert part in parts
     assert "caches stop helping" not in "\n".join(_cells().values())
+
+
+def test_the_ddp_reading_names_its_additive_assumption_and_reads_the_overlap_off_the_run():
+    """The 12-07 review: "the two kinds of work add up" was stated as a law (the roofline charges a matmul
+    the larger, not the sum), and "the overlap is partly wishful" where the printed lanes showed none."""
+    text = " ".join(" ".join(_cells().values()).split())
+    assert "the two kinds of work add up" not in text and "overlap is partly wishful" not in text
+    assert "The model adds the two kinds of work" in text and "an assumption" in text
+    assert "means none in this run" in text
