@@ -91,6 +91,10 @@ def test_each_wrong_submission_loses_exactly_its_points(fixture):
         assert all("torch.distributed.tensor" in m and "refuses" in m for m in messages.values())
     if fixture == "forgets_down_bias_sync":
         assert "down.bias.grad" in messages["test_sequence_parallel_mlp"]
+        # the traffic's failure gives the bytes, not which parameters carry them: that is the exercise
+        traffic = messages["test_sequence_parallel_traffic"]
+        assert "3 x dim elements" in traffic
+        assert "norm's weight" not in traffic and "down's bias" not in traffic
     if fixture == "all_reduce_then_slice":
         assert "all_reduce of" in messages["test_sequence_parallel_traffic"]
     if fixture == "block_mlp_only":

@@ -192,7 +192,7 @@ def traffic_problems(run: RankRun) -> list[str]:
                 if phase == "synchronization":
                     op, total = want
                     right = ({o for o, _ in recorded} == {op} and sum(b for _, b in recorded) == total)
-                    want_text = f"{op}s of {total} B in all (the norm's weight and bias, down's bias)"
+                    want_text = f"{op}s of {total} B in all (3 x dim elements)"  # which ones is the student's
                 elif want is None:
                     right = bool(recorded) and all(call == ("all_reduce", case.nbytes) for call in recorded)
                     want_text = f"only all_reduces of {case.nbytes} B (the input gradient's)"
