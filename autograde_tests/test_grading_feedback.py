@@ -6,7 +6,12 @@ points are held by test_grading_chapters.py; a deadlocked DDP, stopped and named
 
 from __future__ import annotations
 
+import re
+
+import nbformat
 import pytest
+
+from course_lib.grading.settings import CODE_ROOT
 
 pytestmark = pytest.mark.slow
 DDP = "03_data_parallel"
@@ -56,17 +61,10 @@ def test_chapter_07s_first_cells_are_graded_each_on_its_own(graded_class):
     assert "gather_parameters did not rebuild the tensors" in text
 
 
-
 def test_no_output_names_the_checkout_or_the_grading_runs_scratch_folder(graded_class):
     """Issue 58: what the feedback shows of every cell's outputs (tracebacks through course_lib, files the
     ranks wrote) reads relative to the course (autograder/course_paths.py), for every student of the shared
     run; a path a student's code merely spells (a glob, in its source) is theirs."""
-    import re
-
-    import nbformat
-
-    from course_lib.grading.settings import CODE_ROOT
-
     scratch = re.compile(r"/course-grading-[a-z0-9_]{8}/")
     graded = sorted((graded_class.root / "grading" / "autograded").glob("*/*/*.ipynb"))
     assert len(graded) > 40

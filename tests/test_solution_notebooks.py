@@ -43,4 +43,3 @@ def test_solution_notebook_runs_headless(path):
 
 def test_there_are_chapters():
     assert SOLUTION_NOTEBOOKS, "solutions/ holds no chapter notebook"
-

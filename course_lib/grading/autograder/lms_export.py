@@ -24,7 +24,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import Gradebook
 
 from course_lib.grading.autograder.gradebook_merge import export_rows
 
@@ -59,12 +59,7 @@ def read_class(db_url: str) -> ClassGrades:
     with Gradebook(db_url) as gb:
         students = [Student(s.id, s.first_name or "", s.last_name or "", s.email or "", s.lms_user_id or "")
                     for s in gb.students]
-        points = {}
-        for assignment in sorted(a.name for a in gb.assignments):
-            try:
-                points[assignment] = float(gb.find_assignment(assignment).max_score)
-            except MissingEntry:   # removed while we read
-                continue
+        points = {a.name: float(a.max_score) for a in sorted(gb.assignments, key=lambda a: a.name)}
     scores = {(row["student_id"], row["assignment"]): float(row["score"])
               for row in export_rows(db_url, list(points))}
     return ClassGrades(sorted(students, key=lambda s: (s.last_name, s.first_name, s.id)), points, scores)
