@@ -32,6 +32,12 @@ JOBS ?=
 ZIP_PATTERN ?=
 CELL_TIMEOUT ?=
 FIRST_UID ?=
+# `make grade` grades only new or changed submissions; REGRADE=1 grades every one again.
+REGRADE ?=
+# `make extend ASSIGNMENT=02_collectives STUDENT=ada DAYS=2 HOURS=6` (DAYS=0 HOURS=0: take it back).
+STUDENT ?=
+DAYS ?= 0
+HOURS ?= 0
 # Grading on a Slurm cluster as a job array: `make grade SLURM=1 TASKS=16 PARTITION=cpu ACCOUNT=course`;
 # MINUTES_PER_SUBMISSION sets each task's time limit (docs/grading.md). Site defaults: slurm/site.sh.
 SLURM ?=
@@ -43,7 +49,7 @@ GRADE_SLURM_ARGS = $(if $(SLURM),--slurm,) $(if $(TASKS),--tasks $(TASKS),) \
 	$(if $(PARTITION),--partition $(PARTITION),) $(if $(ACCOUNT),--account $(ACCOUNT),) \
 	$(if $(MINUTES_PER_SUBMISSION),--minutes-per-submission $(MINUTES_PER_SUBMISSION),)
 
-.PHONY: setup lab test test-fast lint release grade export grade-demo student-kit bench slurm-up slurm-down hub-up hub-down \
+.PHONY: setup lab test test-fast lint release grade extend export grade-demo student-kit bench slurm-up slurm-down hub-up hub-down \
 	clean help
 
 help:
@@ -51,8 +57,9 @@ help:
 	@echo "make test       set up (once) and run the whole test-suite (lint, unit, notebooks, slurm, browser)"
 	@echo "make test-fast  course_lib unit tests only (under a minute)"
 	@echo "make release    regenerate notebooks/ from solutions/ with nbgrader"
-	@echo "make grade      autograde submissions under grading/submitted (ASSIGNMENT=name for one)"
-	@echo "make export     grades for Canvas and Moodle: grading/exports/canvas.csv and moodle.csv"
+	@echo "make grade      autograde new or changed submissions under grading/submitted (REGRADE=1: all)"
+	@echo "make extend     give STUDENT more time (DAYS, HOURS) on ASSIGNMENT"
+	@echo "make export     grades and feedback for Canvas and Moodle, in grading/exports/"
 	@echo "make grade-demo grade a generated demo class end to end"
 	@echo "make student-kit build/student-kit/ and .zip: what students get, no answers (GIT=1: a git repo)"
 	@echo "make bench      run the speed benchmarks (simulator, real processes, ring, grading)"
@@ -62,7 +69,12 @@ help:
 	@echo "make hub-down   stop it, and every student's server"
 	@echo "make clean      remove the virtual environment and caches (grades and job outputs are kept)"
 
-setup: $(STAMP)
+setup: $(STAMP) grading
+
+# The class's grading state (gradebook, submissions, grades): the grader's alone, made before the first
+# documented command (nbgrader db student import, nbgrader db assignment add) needs it.
+grading:
+	install -d -m 0700 grading
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python 3.11 or newer: run make PYTHON=python3.11 ..."'
@@ -98,7 +110,11 @@ grade: setup
 	$(BIN)/python -m course_lib.grading.cli grade $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),) $(if $(ZIPS),--zips $(ZIPS),) \
 		$(if $(ZIP_PATTERN),--zip-pattern '$(ZIP_PATTERN)',) $(if $(JOBS),--jobs $(JOBS),) \
 		$(if $(CELL_TIMEOUT),--cell-timeout $(CELL_TIMEOUT),) $(if $(FIRST_UID),--first-uid $(FIRST_UID),) \
-		$(GRADE_SLURM_ARGS)
+		$(if $(REGRADE),--regrade,) $(GRADE_SLURM_ARGS)
+
+extend: setup
+	$(BIN)/python -m course_lib.grading.cli extend --assignment '$(ASSIGNMENT)' --student '$(STUDENT)' \
+		--days '$(DAYS)' --hours '$(HOURS)'
 
 export: setup
 	$(BIN)/python -m course_lib.grading.cli export

@@ -22,7 +22,7 @@ import pytest
 from nbgrader.api import Gradebook
 from nbgrader.plugins import CsvExportPlugin
 
-from course_lib.grading.autograder import report
+from course_lib.grading.autograder import extensions, report
 from course_lib.grading.autograder.gradebook_merge import export_rows, merge_student, read_autograded_scores
 
 DUE = datetime(2026, 1, 1, 0, 0)
@@ -122,11 +122,13 @@ def test_a_plugin_class_sets_the_penalty_and_an_extension_lifts_it(template, tmp
     monkeypatch.syspath_prepend(str(tmp_path))
     url = _course(template, tmp_path, 'c.AssignLatePenalties.plugin_class = "half_off.HalfOff"')
     assert _merge(template, tmp_path, url, LATE).score == 1.5
-    with Gradebook(url) as gb:   # what issue 58's extensions will set: the student's own due date
-        gb.grant_extension("hw", "ada", days=365)
+    said = extensions.grant(tmp_path / "course" / "grading", "hw", "ada", days=365)   # make extend
+    assert said.startswith("ada has 365 days more on hw: due 2027-01-01 00:00:00 UTC"), said
     scores = read_autograded_scores(f"sqlite:///{tmp_path / 'private.db'}", "hw", "ada")
     again = merge_student(url, "hw", "ada", scores, set(), review_all=False)
     assert (again.late_penalty, again.score) == (0.0, 3.0)
+    extensions.grant(tmp_path / "course" / "grading", "hw", "ada")   # taken back: the penalty again
+    assert merge_student(url, "hw", "ada", scores, set(), review_all=False).score == 1.5
 
 
 def test_a_bad_penalty_setting_names_the_file_to_fix(template, tmp_path):

@@ -165,6 +165,7 @@ def test_merge_task_copies_scores_flags_and_notebooks_and_keeps_a_hand_score_and
     # a submission the task refused (its folder's name is no student id): 0, kept out of the gradebook
     refused = StudentResult("Zoë", "hw", 0.0, 4.0, notes=["student id «Zoë» is not usable"], refused=True)
     (task / "done.json").write_text(json.dumps([entry, refused.__dict__]))
+    (work / "plan.json").write_text(json.dumps({"fingerprints": {"ann/hw": "ann's files", "Zoë/hw": "its"}}))
     result, kept = array_grading.merge_task(class_run.GradingRun(course_root=course), work, 0)
     assert (result.score, result.max_score, result.cells) == (1.5, 4.0, {"c1": 1.5, "c2": 0.0})
     assert (kept.student, kept.score, kept.refused, kept.needs_review) == ("Zoë", 0.0, True, True)
@@ -175,6 +176,8 @@ def test_merge_task_copies_scores_flags_and_notebooks_and_keeps_a_hand_score_and
         assert (c1.manual_score, c1.needs_manual_grade) == (1.5, False)
         assert (c2.auto_score, c2.needs_manual_grade) == (0.0, True)
     assert (course / "grading" / "autograded" / "ann" / "hw" / "hw.ipynb").exists()
+    # ann's merged submission is recorded as graded (the next run keeps it while unchanged), Zoë's is not
+    assert json.loads((course / "grading" / "graded.json").read_text()) == {"hw/ann": "ann's files"}
 
 
 def test_uid_leases_never_overlap_and_skip_busy_uids(tmp_path):

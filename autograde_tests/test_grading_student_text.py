@@ -16,10 +16,20 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
 from autograde_tests.support import probe_course
-from course_lib.grading.autograder import class_files, class_run, judge, report, review, scoring, submissions
+from course_lib.grading.autograder import (
+    class_files,
+    class_run,
+    class_work,
+    judge,
+    report,
+    review,
+    scoring,
+    submissions,
+)
 from course_lib.grading.sandbox import execute
 from course_lib.grading.sandbox.cell_clock import CellClock
 from course_lib.grading.sandbox.execute import SandboxedExecute
+from course_lib.grading.settings import CourseSettings
 from course_lib.grading.student_text import plain_name, quoted, readable, readable_tree
 
 
@@ -99,10 +109,11 @@ def test_a_broken_or_oversized_zip_refuses_that_student_alone(tmp_path, monkeypa
     assert not (grading / "submitted" / "cat" / "probe").exists()
     assert class_files.refused_zips(grading) == refused
     # the grading run takes them as refused students of the class, scored 0 with the reason
-    monkeypatch.setattr(class_run, "_source_shapes", lambda run: {"probe": _shape()})
-    monkeypatch.setattr(class_run, "prepare", lambda run, assignment, scratch: ("setup", _shape()))
-    run = SimpleNamespace(grading_dir=grading, say=lambda text: None)
-    _, work = class_run.collect_work(run, ["probe"], tmp_path)
+    monkeypatch.setattr(class_work, "_source_shapes", lambda run: {"probe": _shape()})
+    monkeypatch.setattr(class_work, "prepare", lambda run, assignment, scratch: ("setup", _shape()))
+    run = SimpleNamespace(grading_dir=grading, say=lambda text: None, course_root=tmp_path, regrade_all=True,
+                          source_directory="solutions", course=CourseSettings())
+    work = class_run.collect_work(run, ["probe"], tmp_path).submissions
     assert {sub.student: bool(sub.refused) for _, _, sub in work} == {"ann": False, "bob": True, "cat": True}
 
 
@@ -123,14 +134,18 @@ def test_one_submission_the_grader_fails_on_costs_that_student_alone(monkeypatch
     monkeypatch.setattr(scoring.gradebook_merge, "merge_student", no_gradebook)
     said = []
     run = SimpleNamespace(jobs=2, stream=None, policy=SimpleNamespace(uid=61000), say=said.append,
-                          db_url="sqlite://")
+                          db_url="sqlite://", grading_dir=tmp_path)
     setup = SimpleNamespace(assignment="probe")
-    work = [(setup, _shape(), submissions.Submission(name, "probe")) for name in ("ann", "bob", "cat")]
+    work = [(setup, _shape(), submissions.Submission(name, "probe", fingerprint=f"print of {name}"))
+            for name in ("ann", "bob", "cat")]
     work.append((setup, _shape(), submissions.Submission("Zoë", "probe", refused="its id")))
     results = {r.student: r for r in class_run._grade_pool(run, work, tmp_path, {})}
     assert {name: r.score for name, r in results.items()} == {"ann": 3, "bob": 0, "cat": 3, "Zoë": 0}
     assert "the grader failed on this submission (UnicodeEncodeError" in results["bob"].notes[0]
     assert results["bob"].needs_review and any("probe/bob" in line for line in said)
+    # what was merged is recorded as graded (the next run keeps it while unchanged); bob is graded again
+    assert json.loads((tmp_path / "graded.json").read_text()) == {"probe/ann": "print of ann",
+                                                                   "probe/cat": "print of cat"}
 
 
 def test_refused_students_are_in_grades_csv_and_a_poisoned_notes_file_heals(tmp_path, monkeypatch):

@@ -86,6 +86,22 @@ def test_a_timestamp_in_a_zip_is_the_students_and_the_grader_takes_its_own(tmp_p
     assert "timestamp.txt" not in submissions.extract_zip(tmp_path / "ann__probe.zip")
 
 
+def test_a_zip_student_gets_a_secret_of_the_graders_kept_while_the_zip_is_the_same(tmp_path):
+    """nbgrader release_feedback hashes each feedback with the submission's secret (nbgrader submit makes
+    one): a zip student gets one of the grader's, never one from the zip, the same on every unpacking (so
+    an unchanged zip stays graded: graded_record), and the zip's own name is kept for lms_feedback."""
+    with zipfile.ZipFile(tmp_path / "ann__probe.zip", "w") as bundle:
+        bundle.writestr("probe.ipynb", "{}")
+        bundle.writestr("submission_secret.txt", "the student's own")
+    grading = tmp_path / "grading"
+    secrets = []
+    for _ in range(2):
+        class_files.unpack_zips(grading, tmp_path, submissions.DEFAULT_ZIP_PATTERN, None)
+        secrets.append((grading / "submitted" / "ann" / "probe" / "submission_secret.txt").read_text())
+    assert secrets[0] == secrets[1] and len(secrets[0]) == 128 and secrets[0] != "the student's own"
+    assert class_files.zip_names(grading) == {("probe", "ann"): "ann__probe.zip"}
+
+
 def test_zip_without_an_assignment_is_refused_with_the_fix(tmp_path):
     (tmp_path / "ann.zip").write_bytes(b"")
     with pytest.raises(ValueError, match="names no assignment"):

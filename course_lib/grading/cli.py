@@ -1,7 +1,8 @@
-"""Command line of the grading backend: ``grade`` (the class's submissions), ``export`` and ``demo``.
+"""Command line of the grading backend: ``grade`` (the class's submissions), ``extend``, ``export``, ``demo``.
 
-    python -m course_lib.grading.cli grade [--assignment A] [--zips DIR] [--jobs N] [--slurm [--tasks T]]
-    python -m course_lib.grading.cli export      (grading/exports/canvas.csv and moodle.csv)
+    python -m course_lib.grading.cli grade [--assignment A] [--zips DIR] [--jobs N] [--regrade] [--slurm]
+    python -m course_lib.grading.cli extend --assignment A --student S [--days D] [--hours H]
+    python -m course_lib.grading.cli export      (grading/exports/: grades and feedback for Canvas, Moodle)
     python -m course_lib.grading.cli demo [--assignment A] [--students N] [--into DIR] [--slurm]
     python -m course_lib.grading.cli grade-task WORK INDEX   (one task of a --slurm job array)
 """
@@ -14,7 +15,15 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from course_lib.grading.autograder import class_files, class_run, demo, lms_export, submissions
+from course_lib.grading.autograder import (
+    class_files,
+    class_run,
+    demo,
+    extensions,
+    lms_export,
+    lms_feedback,
+    submissions,
+)
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
 from course_lib.grading.settings import CODE_ROOT, read_settings
 from course_lib.grading.slurm import array_grading, array_tasks
@@ -31,7 +40,14 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--zips", type=Path, help="a folder of <student>__<assignment>.zip to collect first")
     grade.add_argument("--zip-pattern", default=submissions.DEFAULT_ZIP_PATTERN,
                        help="named regexp for zip names: groups student_id and optional assignment_id")
-    commands.add_parser("export", help="the class's grades for Canvas and Moodle, in grading/exports/")
+    grade.add_argument("--regrade", action="store_true",
+                       help="grade every submission again, the unchanged too (default: only new or changed)")
+    extend = commands.add_parser("extend", help="give a student more time on an assignment (0 and 0: none)")
+    extend.add_argument("--assignment", required=True)
+    extend.add_argument("--student", required=True)
+    extend.add_argument("--days", type=float, default=0)
+    extend.add_argument("--hours", type=float, default=0)
+    commands.add_parser("export", help="grades and feedback for Canvas and Moodle, in grading/exports/")
     demo_cmd = commands.add_parser("demo", help="grade a generated demo class end to end")
     demo_cmd.add_argument("--assignment", help="chapter to build the class from (default: the latest graded)")
     demo_cmd.add_argument("--students", type=int, default=4)
@@ -88,7 +104,23 @@ def _run(course_root: Path, args) -> class_run.GradingRun:
         print("note: not running as root, so student code runs under your own user id and can read the "
               "course's files (see README.md, 'Without root')", file=sys.stderr)
     policy = SandboxPolicy(uid=args.first_uid, gid=args.first_uid)
-    return class_run.GradingRun(course_root=course_root, course=course, jobs=args.jobs, policy=policy)
+    return class_run.GradingRun(course_root=course_root, course=course, jobs=args.jobs, policy=policy,
+                                regrade_all=getattr(args, "regrade", False))
+
+
+def _export(grading_dir: Path) -> int:
+    """The grades as Canvas and Moodle import them, and the zip students' feedback bundled for upload."""
+    try:
+        written = lms_export.write_exports(grading_dir)
+    except FileNotFoundError as error:
+        print(error, file=sys.stderr)
+        return 1
+    bundles, left_out = lms_feedback.write_bundles(grading_dir)
+    for name, path in {**written, **{f"feedback {k}": v for k, v in bundles.items()}}.items():
+        print(f"{name}: {path}")
+    for line in left_out:
+        print(f"feedback left out: {line}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,13 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         array_grading.grade_task(args.work.resolve(), args.index, args.jobs)
         return 0
     if args.command == "export":
+        return _export(ROOT / "grading")
+    if args.command == "extend":
         try:
-            written = lms_export.write_exports(ROOT / "grading")
-        except FileNotFoundError as error:
+            print(extensions.grant(ROOT / "grading", args.assignment, args.student, args.days, args.hours))
+        except ValueError as error:
             print(error, file=sys.stderr)
             return 1
-        for name, path in written.items():
-            print(f"{name}: {path}")
         return 0
     if args.command == "grade":
         if args.slurm and args.zips:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import sys
 from datetime import UTC, datetime
@@ -39,13 +40,15 @@ def put_venv_on_path() -> None:
 
 
 REFUSED_ZIPS = "refused_zips.json"   # "<student>/<assignment>" -> why its zip was not unpacked
+ZIP_NAMES = "zip_names.json"         # "<assignment>/<student>" -> the zip's name (lms_feedback names by it)
+SECRET = "submission_secret.txt"     # nbgrader release_feedback hashes each student's feedback with it
 
 
 def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str | None) -> dict:
     """Each matching zip into grading/submitted/<student>/<assignment>/; (student, assignment) -> why, for
     each zip refused alone (an unusable id, a broken archive, one over the size limit), also kept in
     grading/refused_zips.json for the grading run to score 0 with its reason."""
-    refused = {}
+    refused, zip_names = {}, _read_json(grading_dir / ZIP_NAMES)
     for (student, name), archive in submissions.collect_zips(folder, pattern, assignment).items():
         problem = submissions.student_id_problem(student)
         if problem:
@@ -60,6 +63,7 @@ def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str |
                                         "submission was not graded and scores 0")
             shutil.rmtree(target, ignore_errors=True)   # the zip is the submission: an older one is not it
             continue
+        secret = _kept_secret(target)
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         for file_name, content in files.items():
@@ -68,11 +72,25 @@ def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str |
         # timestamp.txt the student put in it (extract_zip leaves that out): lateness is not the student's
         received = datetime.fromtimestamp(archive.stat().st_mtime, UTC)
         (target / submissions.TIMESTAMP).write_text(received.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+        # as `nbgrader submit` makes one, so that `nbgrader release_feedback` takes zip students too
+        (target / SECRET).write_text(secret)
+        zip_names[f"{name}/{student}"] = readable(archive.name)
     for (student, name), why in refused.items():
         print(report.printable(f"{name}/{student}: not graded: {why}", sys.stderr), file=sys.stderr)
     grading_dir.mkdir(parents=True, exist_ok=True)
     _write_json(grading_dir / REFUSED_ZIPS, {f"{who}/{name}": why for (who, name), why in refused.items()})
+    _write_json(grading_dir / ZIP_NAMES, zip_names)
     return refused
+
+
+def _kept_secret(target: Path) -> str:
+    """The secret an earlier unpacking gave this submission (unpacking the same zip again changes nothing
+    that graded_record fingerprints), or a new one."""
+    try:
+        old = (target / SECRET).read_text()
+    except (OSError, UnicodeDecodeError):
+        old = ""
+    return old if len(old) == 128 and all(c in "0123456789abcdef" for c in old) else secrets.token_hex(64)
 
 
 def refused_zips(grading_dir: Path) -> dict[tuple[str, str], str]:
@@ -83,6 +101,21 @@ def refused_zips(grading_dir: Path) -> dict[tuple[str, str], str]:
     except ValueError:
         return {}
     return {tuple(key.split("/", 1)): readable(why) for key, why in known.items() if "/" in key}
+
+
+def _read_json(path: Path) -> dict:
+    """A JSON object the grader wrote ({} when missing or damaged: a run stopped while writing it)."""
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def zip_names(grading_dir: Path) -> dict[tuple[str, str], str]:
+    """(assignment, student) -> the name of the zip each submission last came in."""
+    return {tuple(key.split("/", 1)): name for key, name in _read_json(grading_dir / ZIP_NAMES).items()
+            if "/" in key and isinstance(name, str)}
 
 
 def _write_json(path: Path, value) -> None:

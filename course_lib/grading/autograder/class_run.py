@@ -1,15 +1,15 @@
 """`make grade`: autograde a class in parallel sandboxes, re-check in isolation, merge, give feedback.
 
-For each assignment: release it once into a template gradebook, vet every submission, autograde each
-student in a private course (N at a time), re-run the registered hidden checks in the isolated judge,
-keep the lower of the two scores per test cell, merge into grading/gradebook.db one student at a
-time, then write HTML feedback, grading/grades.csv and a summary table.
+For each assignment: release it once into a template gradebook, vet every new or changed submission
+(class_work: the others keep their grades), autograde each student in a private course (N at a time),
+re-run the registered hidden checks in the isolated judge, keep the lower of the two scores per test
+cell, merge into grading/gradebook.db one student at a time, then write HTML feedback,
+grading/grades.csv and a summary table.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -18,25 +18,13 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading.autograder import (
-    class_files,
-    preflight,
-    report,
-    scoring,
-    submission_spool,
-    submissions,
-)
+from course_lib.grading.autograder import class_files, graded_record, preflight, report, scoring, submissions
+from course_lib.grading.autograder.class_work import _nbgrader, assignment_names, collect_work
 from course_lib.grading.autograder.judge import isolated_sources, load_registry, run_judge
 from course_lib.grading.sandbox import uid_lease
 from course_lib.grading.sandbox.failures import nbgrader_error
 from course_lib.grading.sandbox.policy import SandboxPolicy, running_as_root
-from course_lib.grading.sandbox.worker import (
-    AssignmentSetup,
-    autograde,
-    run_tracked,
-    stop_all,
-    student_policy,
-)
+from course_lib.grading.sandbox.worker import AssignmentSetup, autograde, stop_all, student_policy
 from course_lib.grading.settings import CODE_ROOT, CourseSettings, read_settings
 from course_lib.grading.student_text import readable_tree
 from course_lib.notebook_cells import lesson_imports
@@ -65,6 +53,7 @@ class GradingRun:
     recheck: bool = True             # the isolated judge (off only to measure what it costs)
     check_reference: bool = True     # grade solutions/ first; refuse the run unless full marks
     lease_uids: bool = True          # as root: move the sandbox uids to a range no other run holds
+    regrade_all: bool = False        # grade the unchanged submissions again too (graded_record)
     also_hide: list[str] = field(default_factory=list)  # more folders student code must not see
     stream: object = None
 
@@ -93,64 +82,6 @@ class GradingRun:
         print(report.printable(text, stream), file=stream, flush=True)
 
 
-def _nbgrader(run: GradingRun, cwd: Path, *args: str) -> None:
-    command = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.course_id={run.course.course_id}",
-               "--log-level=WARN"]
-    ok, output = run_tracked(command, cwd, None, timeout=600)
-    if not ok:
-        raise RuntimeError(f"nbgrader {args[0]} failed:\n{output[-6000:]}")
-
-
-def assignment_names(run: GradingRun) -> list[str]:
-    source = run.course_root / run.source_directory
-    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
-
-
-def prepare(run: GradingRun, assignment: str,
-            scratch: Path) -> tuple[AssignmentSetup, submissions.AssignmentShape]:
-    """Release the assignment into a template gradebook (and register it in the course gradebook)."""
-    source_dir = run.course_root / run.source_directory / assignment
-    if not source_dir.is_dir():
-        raise SystemExit(f"no assignment {assignment!r}: expected a folder {source_dir} "
-                         f"(known: {', '.join(assignment_names(run)) or 'none'})")
-    prep = scratch / f"prep-{assignment}"
-    prep.mkdir(mode=0o700)  # holds the instructor's source and gradebook: never for student eyes
-    shutil.copytree(source_dir, prep / "source" / assignment)
-    common = [f"--CourseDirectory.root={prep}", "--CourseDirectory.source_directory=source",
-              "--CourseDirectory.release_directory=release", "--force"]
-    template = prep / "template.db"
-    _nbgrader(run, prep, "generate_assignment", assignment, *common,
-              f"--CourseDirectory.db_url=sqlite:///{template}")
-    course_db = run.grading_dir / "gradebook.db"
-    if course_db.exists():  # registers (or updates) the assignment next to the grades already there
-        _nbgrader(run, prep, "generate_assignment", assignment, *common,
-                  f"--CourseDirectory.db_url={run.db_url}")
-    else:
-        shutil.copyfile(template, course_db)
-    release = {p.stem: nbformat.read(p, as_version=4)
-               for p in sorted((prep / "release" / assignment).glob("*.ipynb"))}
-    hidden = [str(root / name) for root in {run.course_root, CODE_ROOT}
-              for name in (run.source_directory, "grading", ".git", "grades.csv")]  # nbgrader export's
-    hidden += [str(path) for path in run.course.hidden_from_students] + run.also_hide
-    setup = AssignmentSetup(course_id=run.course.course_id, assignment=assignment, source_dir=source_dir,
-                            template_db=template, hidden_paths=hidden,
-                            cell_timeout=run.course.cell_timeout_for(assignment),
-                            notebook_timeout=run.notebook_timeout, max_output_bytes=run.max_output_bytes,
-                            policy=run.policy, code_root=CODE_ROOT,
-                            hidden_checks=tuple(str(folder) for folder in run.course.hidden_checks))
-    return setup, submissions.AssignmentShape(assignment, release)
-
-
-def _source_shapes(run: GradingRun) -> dict[str, submissions.AssignmentShape]:
-    """Every assignment's source notebooks: enough to recognise a notebook submitted to the wrong one."""
-    shapes = {}
-    for name in assignment_names(run):
-        folder = run.course_root / run.source_directory / name
-        shapes[name] = submissions.AssignmentShape(
-            name, {p.stem: nbformat.read(p, as_version=4) for p in sorted(folder.glob("*.ipynb"))})
-    return shapes
-
-
 def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, scratch: Path,
                    uid: int, registry: dict) -> scoring.Outcome:
     """Runs in a worker thread: the sandboxed autograde, then the isolated judge."""
@@ -173,15 +104,6 @@ def _grade_student(run: GradingRun, setup: AssignmentSetup, shape, submission, s
                            verdicts, regraded=result.regraded)
 
 
-def _class_of(run: GradingRun, assignment: str) -> list[str]:
-    """The folder names under submitted/ that hold this assignment, as read from disk (checked later)."""
-    submitted = run.grading_dir / "submitted"
-    students = sorted(p.parent.name for p in submitted.glob(f"*/{assignment}") if p.is_dir())
-    if not students:
-        run.say(f"{assignment}: no submissions under {submitted}/<student>/{assignment}/")
-    return students
-
-
 def _preflight(run: GradingRun, setups: list, scratch: Path, registry: dict, first_spare_uid: int) -> None:
     """Before anyone is graded: the sandbox can run the course's Python, and each reference solution
     scores full marks there (graded exactly as a student). Raises preflight.GradingRefused otherwise."""
@@ -192,31 +114,6 @@ def _preflight(run: GradingRun, setups: list, scratch: Path, registry: dict, fir
         def grade_one(setup, shape, submission, uid):
             return _grade_student(run, setup, shape, submission, scratch, uid, registry)
         preflight.check_references(run, setups, grade_one, first_spare_uid)
-
-
-def collect_work(run: GradingRun, targets: list[str], scratch: Path) -> tuple[list, list]:
-    """(setups, work): each assignment with submissions released once, and every vetted submission (one
-    the grader cannot take, for its id or its files, is refused alone: `Submission.refused`)."""
-    shapes, refusals = _source_shapes(run), class_files.refused_zips(run.grading_dir)
-    work, setups = [], []
-    for assignment in targets:
-        students = _class_of(run, assignment)
-        refused_zips = sorted({s for s, a in refusals if a == assignment} - set(students))
-        if not students and not refused_zips:
-            continue
-        setups.append(prepare(run, assignment, scratch))
-        setup, shape = setups[-1]
-        others = {name: s for name, s in shapes.items() if name != assignment}
-        for student in students:
-            submission = submission_spool.read_submission(run.grading_dir / "submitted", student, shape,
-                                                          others, scratch / "spool")   # bounded, on disk
-            if submission.refused:
-                run.say(f"{assignment}/{submission.student}: not graded: {submission.refused}")
-            work.append((setup, shape, submission))
-        for student in refused_zips:
-            work.append((setup, shape, submissions.Submission(student, assignment,
-                                                              refused=refusals[(student, assignment)])))
-    return setups, work
 
 
 def sandbox_uids(run: GradingRun, count: int) -> uid_lease.UidLease | None:
@@ -233,7 +130,8 @@ def sandbox_uids(run: GradingRun, count: int) -> uid_lease.UidLease | None:
 def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report.StudentResult]:
     """Every (assignment, student) in one pool of `jobs` workers; merges happen here, one at a time."""
     registry = load_registry(run.course.registry) if run.course.registry else {}
-    setups, work = collect_work(run, targets, scratch)
+    class_work = collect_work(run, targets, scratch)
+    setups, work = class_work.setups, class_work.submissions
     held = sandbox_uids(run, len(work) + max(1, len(setups)))
     try:
         for setup, _ in setups:   # the kernels defer their hidden checks to the judge, when it runs
@@ -243,14 +141,28 @@ def grade_all(run: GradingRun, targets: list[str], scratch: Path) -> list[report
     finally:
         if held:
             held.release()
+    renewed = keep_unchanged(run, class_work.kept)
     if run.feedback:
-        for assignment in sorted({r.assignment for r in results}):
+        for assignment in sorted({r.assignment for r in results} | renewed):
             try:
                 generate_feedback(run, assignment)
             except RuntimeError as error:  # a notebook nbgrader cannot render: noted for its student below
                 run.say(f"{assignment}: nbgrader generate_feedback failed: {nbgrader_error(str(error))}")
             class_files.note_missing_feedback(run.grading_dir, assignment, results)
     return results
+
+
+def keep_unchanged(run: GradingRun, kept: dict[str, list[str]]) -> set[str]:
+    """Say which submissions keep their grades; their late penalties assigned again (a due date or an
+    extension given since). The assignments whose feedback must be written again for a changed penalty."""
+    renewed = set()
+    for assignment, students in sorted(kept.items()):
+        if students:
+            run.say(f"{assignment}: {len(students)} submissions unchanged since they were graded keep their "
+                    "grades (make grade REGRADE=1 grades them again)")
+            if graded_record.refresh_penalties(run.db_url, assignment, students):
+                renewed.add(assignment)
+    return renewed
 
 
 def generate_feedback(run: GradingRun, assignment: str) -> None:
@@ -270,7 +182,11 @@ def _grade_pool(run: GradingRun, work: list, scratch: Path, registry: dict) -> l
         futures = {pool.submit(_grade_student, run, setup, shape, sub, scratch, run.policy.uid + i, registry):
                    (setup, shape, sub) for i, (setup, shape, sub) in enumerate(work) if not sub.refused}
         for future in as_completed(futures):
+            setup, _, submission = futures[future]
             result = scoring.finish_or_fail(run, *futures[future], future)
+            if not result.grader_failed:   # its grades are merged: the next run keeps them if unchanged
+                graded_record.mark_graded(run.grading_dir, result.assignment, result.student,
+                                          submission.fingerprint)
             results.append(result)
             bar.advance(f"{result.assignment}/{result.student}: {result.score:g}/{result.max_score:g}")
     except BaseException:  # Ctrl-C included: what is merged stays merged, the rest is stopped

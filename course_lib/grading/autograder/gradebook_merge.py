@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 
 from nbgrader.api import Gradebook, MissingEntry
 
+from . import extensions
 from .late_penalties import assign_late_penalties
 
 
@@ -96,6 +97,7 @@ def merge_student(db_url: str, assignment: str, student: str, scores: dict[tuple
                 warnings.simplefilter("ignore")
                 submission = gb.add_submission(assignment, student)
         submission.timestamp = received   # the graded files' time; none when they came without one
+        extensions.apply(submission, db_url)   # granted with make extend, before or after this submission
         for notebook in submission.notebooks:
             for grade in notebook.grades:
                 key = (notebook.name, grade.cell.name)

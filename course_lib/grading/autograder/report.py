@@ -31,6 +31,7 @@ class StudentResult:
     cells: dict[str, float] = field(default_factory=dict)   # test grade_id -> points
     lost: dict[str, str] = field(default_factory=dict)      # grade_id below full -> "0/3: <reason>"
     refused: bool = False    # not taken (its id, its zip): 0 in grades.csv, never in the gradebook
+    grader_failed: bool = False   # the grader's own error, not the student's: graded again next run
 
     @property
     def needs_review(self) -> bool:

@@ -65,7 +65,8 @@ def failed_result(run, assignment: str, shape, submission: submissions.Submissio
         score, maximum = merged.score, merged.max_score or maximum
     except Exception as merge_error:  # noqa: BLE001 - the failure is reported either way
         reason += f"; its zeros could not be written to the gradebook either ({type(merge_error).__name__})"
-    return report.StudentResult(submission.student, assignment, score, maximum, [*submission.notes, reason])
+    return report.StudentResult(submission.student, assignment, score, maximum, [*submission.notes, reason],
+                                grader_failed=True)
 
 
 def finish_or_fail(run, setup, shape, submission: submissions.Submission, future) -> report.StudentResult:

@@ -25,6 +25,7 @@ MAX_FILE_BYTES = 50 * 1024**2
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # nbgrader reads a submission's time from this file: in a zip it is the student's, never taken as such
 TIMESTAMP = "timestamp.txt"
+GRADERS_OWN = {TIMESTAMP, "submission_secret.txt"}   # never taken from a student's zip
 MAX_NAME_CHARS = 120
 
 
@@ -47,6 +48,7 @@ class Submission:
     notes: list[str] = field(default_factory=list)           # for the instructor's review
     zero_notebooks: list[str] = field(default_factory=list)  # notebooks that score 0 (missing/invalid)
     refused: str = ""   # why it is not graded at all (its id, a zip or folder the grader cannot read): 0
+    fingerprint: str = ""   # what was read, for graded_record ("" : not recorded, graded again next run)
 
 
 def _cells_by_id(notebook) -> dict[str, nbformat.NotebookNode]:
@@ -188,7 +190,7 @@ def extract_zip(archive: Path) -> dict[str, bytes]:
         for info in bundle.infolist():
             base = Path(info.filename).name
             if info.is_dir() or not base or base.startswith(".") or "__MACOSX" in info.filename \
-                    or base == TIMESTAMP:   # the grader writes its own (class_files.unpack_zips)
+                    or base in GRADERS_OWN:   # the grader writes its own (class_files.unpack_zips)
                 continue
             total += info.file_size
             if info.file_size > MAX_FILE_BYTES or total > MAX_UNZIPPED_BYTES:

@@ -1,10 +1,12 @@
 """`make grade SLURM=1`: a class graded as a Slurm job array, then merged into the class gradebook.
 
 The grader checks the sandbox and the reference solutions here first (as `make grade` does), shares the
-students out over the array's tasks and submits it. Each task grades its share with the usual pipeline
-(same sandbox, limits and isolated re-check) in its own work area under grading/slurm/ (its own course
-root and gradebook) and marks it done. Only this process writes the class gradebook: each done task's
-students are merged one at a time, so a task that dies or is cancelled half-way changes nothing there.
+new and changed submissions ("<student>/<assignment>"; the unchanged keep their grades, as in `make
+grade`: autograder/graded_record) out over the array's tasks and submits it. Each task grades its share
+with the usual pipeline (same sandbox, limits and isolated re-check) in its own work area under
+grading/slurm/ (its own course root and gradebook) and marks it done. Only this process writes the
+class gradebook: each done task's students are merged one at a time, so a task that dies or is
+cancelled half-way changes nothing there.
 Failed tasks (as sacct or scontrol report them) are re-submitted once; what still fails is reported
 and its students keep the grades they had, until the next run grades the class again.
 """
@@ -19,7 +21,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from course_lib.grading.autograder import class_files, class_run, gradebook_merge, report
+from course_lib.grading.autograder import class_files, class_run, gradebook_merge, graded_record, report
 from course_lib.grading.autograder.judge import load_registry
 from course_lib.grading.sandbox.policy import SandboxPolicy
 from course_lib.grading.settings import CourseSettings
@@ -42,10 +44,10 @@ def _task_dir(work: Path, index: int) -> Path:
     return work / f"task-{index}"
 
 
-def write_plan(run: class_run.GradingRun, work: Path, targets: list[str], shares: list[list[str]]) -> None:
-    """plan.json (what every task grades, and how) and each task's course root: links to the class's
-    solutions and to its share's submission folders."""
-    plan = {"course_root": str(run.course_root), "targets": targets,
+def write_plan(run: class_run.GradingRun, work: Path, targets: list[str], shares: list[list[str]],
+               fingerprints: dict[str, str] | None = None) -> None:
+    """plan.json (what every task grades, and how, and the fingerprint of each submission it grades)."""
+    plan = {"course_root": str(run.course_root), "targets": targets, "fingerprints": fingerprints or {},
             "course": run.course.to_plain(), **{name: getattr(run, name) for name in PLAN_SETTINGS},
             "policy": {**asdict(run.policy), "hidden_paths": [], "exposed_paths": [], "home": None},
             "shares": shares}
@@ -61,9 +63,10 @@ def _fresh_task_root(plan: dict, work: Path, index: int) -> Path:
     course = Path(plan["course_root"])
     source = plan["source_directory"]
     (root / source).symlink_to((course / source).resolve(), target_is_directory=True)
-    for student in plan["shares"][index]:
-        (root / "grading" / "submitted" / student).symlink_to(course / "grading" / "submitted" / student,
-                                                              target_is_directory=True)
+    for key in plan["shares"][index]:   # "<student>/<assignment>": linked alone, the student's others not
+        folder = root / "grading" / "submitted" / key
+        folder.parent.mkdir(exist_ok=True)
+        folder.symlink_to(course / "grading" / "submitted" / key, target_is_directory=True)
     return root
 
 
@@ -106,6 +109,7 @@ def _hold_if_asked(index: int) -> None:
 def merge_task(run: class_run.GradingRun, work: Path, index: int) -> list[report.StudentResult]:
     """Copy a done task's grades (scores, review flags, autograded notebooks) into the class's."""
     root = _task_dir(work, index)
+    fingerprints = json.loads((work / "plan.json").read_text()).get("fingerprints", {})
     task_db = f"sqlite:///{root / 'grading' / 'gradebook.db'}"
     merged = []
     for entry in json.loads((root / "done.json").read_text()):
@@ -120,29 +124,35 @@ def merge_task(run: class_run.GradingRun, work: Path, index: int) -> list[report
         class_files.replace_tree(root / "grading" / relative, run.grading_dir / relative)
         result.score, result.max_score = cells.score, cells.max_score
         result.cells = {c.cell: c.points for c in cells.cells}
+        if not result.grader_failed:
+            graded_record.mark_graded(run.grading_dir, result.assignment, result.student,
+                                      fingerprints.get(f"{result.student}/{result.assignment}", ""))
         merged.append(result)
     return merged
 
 
-def _check_class(run: class_run.GradingRun, targets: list[str]) -> list[str]:
-    """Register the assignments in the class gradebook and run the preflight; the class's students."""
+def _check_class(run: class_run.GradingRun, targets: list[str]) -> tuple[dict[str, str], set[str]]:
+    """Register the assignments in the class gradebook and run the preflight; the submissions to grade
+    ("<student>/<assignment>" -> fingerprint) and the assignments whose feedback a changed late penalty
+    of an unchanged submission renews."""
     registry = load_registry(run.course.registry) if run.course.registry else {}
     with tempfile.TemporaryDirectory(prefix="course-grading-") as scratch_dir:
         scratch = Path(scratch_dir)
         scratch.chmod(0o711)
-        setups, work = class_run.collect_work(run, targets, scratch)
-        held = class_run.sandbox_uids(run, max(1, len(setups)))
+        work = class_run.collect_work(run, targets, scratch)
+        held = class_run.sandbox_uids(run, max(1, len(work.setups)))
         try:
-            class_run._preflight(run, setups, scratch, registry, first_spare_uid=run.policy.uid)
+            class_run._preflight(run, work.setups, scratch, registry, first_spare_uid=run.policy.uid)
         finally:
             if held:
                 held.release()
-    return sorted({submission.student for _, _, submission in work})
+    renewed = class_run.keep_unchanged(run, work.kept)
+    return {f"{sub.student}/{sub.assignment}": sub.fingerprint for _, _, sub in work.submissions}, renewed
 
 
 def _run_array(run: class_run.GradingRun, options: array_tasks.ArrayOptions, work: Path, indices: list[int],
-               largest_share: int, targets: int) -> dict[int, tuple[str, str]]:
-    command = array_tasks.sbatch_command(options, SCRIPT, work, indices, largest_share * targets)
+               largest_share: int) -> dict[int, tuple[str, str]]:
+    command = array_tasks.sbatch_command(options, SCRIPT, work, indices, largest_share)
     environment = dict(os.environ, COURSE_DIR=str(class_run.CODE_ROOT))
     submitted = run_slurm_command(command, environment, 120, cwd=work)
     if submitted.returncode != 0:
@@ -163,16 +173,16 @@ def grade_on_slurm(run: class_run.GradingRun, options: array_tasks.ArrayOptions,
     run.grading_dir.mkdir(parents=True, exist_ok=True)
     run.grading_dir.chmod(0o700)
     targets = assignments or class_run.assignment_names(run)
-    students = _check_class(run, targets)
-    shares = array_tasks.split(students, options.tasks) if students else []
+    fingerprints, renewed = _check_class(run, targets)
+    shares = array_tasks.split(sorted(fingerprints), options.tasks) if fingerprints else []
     work = run.grading_dir / "slurm" / time.strftime("run-%Y%m%d-%H%M%S")
-    write_plan(run, work, targets, shares)
+    write_plan(run, work, targets, shares, fingerprints)
     largest = max((len(share) for share in shares), default=0)
     pending, results, failed = list(range(len(shares))), [], {}
     for attempt in (1, 2):
         if not pending:
             break
-        states = _run_array(run, options, work, pending, largest, len(targets))
+        states = _run_array(run, options, work, pending, largest)
         finished = {i for i in pending if (_task_dir(work, i) / "done.json").exists()}
         for index in sorted(finished & {i for i, (s, _) in states.items() if s == "COMPLETED"}):
             results += merge_task(run, work, index)
@@ -183,12 +193,12 @@ def grade_on_slurm(run: class_run.GradingRun, options: array_tasks.ArrayOptions,
             run.say(f"task {index} ({len(shares[index])} students) ended {state} (exit {code}): {again}")
         pending = retry
     if run.feedback:
-        for assignment in sorted({r.assignment for r in results}):
+        for assignment in sorted({r.assignment for r in results} | renewed):
             class_run.generate_feedback(run, assignment)
     class_files.write_outputs(run.grading_dir, run.db_url, class_run.assignment_names(run), results)
     run.say(report.summary_table(results))
     if failed:
-        missing = sorted(s for i in failed for s in shares[i])
+        missing = sorted(key for i in failed for key in shares[i])
         raise SystemExit(f"{len(missing)} students not graded (their grades are unchanged): "
                          f"{', '.join(missing)}. Logs: {work}/task-*.out; grade again to finish the class")
     shutil.rmtree(work.parent, ignore_errors=True)  # this run's work and the logs of earlier, failed ones
