@@ -15,14 +15,14 @@ import os
 import shutil
 import sys
 import warnings
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
 from nbgrader.plugins import CsvExportPlugin
 
-from course_lib.grading.autograder import extensions, report
+from course_lib.grading.autograder import extensions, report, zip_times
 from course_lib.grading.autograder.gradebook_merge import export_rows, merge_student, read_autograded_scores
 
 DUE = datetime(2026, 1, 1, 0, 0)
@@ -135,3 +135,24 @@ def test_a_bad_penalty_setting_names_the_file_to_fix(template, tmp_path):
     url = _course(template, tmp_path, 'c.LateSubmissionPlugin.penalty_method = "half"')
     with pytest.raises(ValueError, match="penalty_method in .*nbgrader_config.py"):
         _merge(template, tmp_path, url, LATE)
+
+
+def test_an_lms_late_tag_decides_where_the_zips_time_disagrees_and_counts_the_extension(template, tmp_path):
+    """c.CourseGrading.lms_late_tag (zip_times): Canvas's _LATE in a name makes a zip late, its absence on
+    time, whatever the file's time says; where they agree, the file's time stands."""
+    _course(template, tmp_path)   # hw due DUE
+    grading = tmp_path / "course" / "grading"
+
+    def received(name: str, file_time: datetime, tag: str | None = "_LATE") -> datetime:
+        archive = tmp_path / name
+        archive.write_bytes(b"")
+        stamp = file_time.replace(tzinfo=UTC).timestamp()
+        os.utime(archive, (stamp, stamp))
+        return zip_times.received(archive, grading, "hw", "ada", tag).replace(tzinfo=None)
+
+    assert received("ada_LATE_1_2_hw.zip", ON_TIME) == DUE + timedelta(seconds=1)   # the LMS says late
+    assert received("ada_LATE_1_2_hw.zip", LATE) == LATE                           # both say late: its days
+    assert received("ada_1_2_hw.zip", LATE) == DUE                                 # the LMS says on time
+    assert received("ada_LATE_1_2_hw.zip", ON_TIME, tag=None) == ON_TIME            # no setting: the file's
+    extensions.grant(grading, "hw", "ada", days=2)
+    assert received("ada_LATE_1_2_hw.zip", ON_TIME) == DUE + timedelta(days=2, seconds=1)

@@ -91,6 +91,7 @@ def test_formgrader_hand_score_survives_the_next_make_grade(tmp_path, monkeypatc
             browser.close()
     assert scale_grade(run, "flagged") == (2.0, HAND_SCORE, False, HAND_SCORE)
 
+    run.regrade_all = True   # an unchanged submission is not graded again at all: grade it, keep the score
     class_run.grade(run, ["probe"])
     assert scale_grade(run, "flagged") == (2.0, HAND_SCORE, False, HAND_SCORE)
     assert scale_grade(run, "full_marks")[3] == 2.0

@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "grade":
         if args.slurm and args.zips:
             class_files.unpack_zips(ROOT / "grading", args.zips, args.zip_pattern,
-                                    args.assignment[0] if args.assignment else None)
+                                    args.assignment[0] if args.assignment else None,
+                                    read_settings(ROOT).lms_late_tag)
         results = _grade(_run(ROOT, args), args, args.assignment)
         print(f"grades: {ROOT / 'grading' / 'grades.csv'}; feedback: {ROOT / 'grading' / 'feedback'}/")
         return 0 if results is not None else 1

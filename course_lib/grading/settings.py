@@ -44,6 +44,7 @@ class CourseSettings:
     registry: Path | None = None            # the module whose CHECKS the isolated judge re-runs
     hidden_from_students: tuple[Path, ...] = ()   # more than solutions/ and grading/: e.g. wrong answers
     demo_fixtures: dict[str, Path] = field(default_factory=dict)   # assignment -> a wrong answer's file
+    lms_late_tag: str | None = None   # "_LATE": the LMS's late mark in a zip's name decides (zip_times)
 
     def cell_timeout_for(self, assignment: str) -> int:
         """Seconds one cell of ``assignment`` may run: its own limit where the course gives one."""
@@ -74,7 +75,8 @@ class CourseSettings:
                 "hidden_checks": [str(p) for p in self.hidden_checks],
                 "registry": str(self.registry) if self.registry else None,
                 "hidden_from_students": [str(p) for p in self.hidden_from_students],
-                "demo_fixtures": {name: str(path) for name, path in self.demo_fixtures.items()}}
+                "demo_fixtures": {name: str(path) for name, path in self.demo_fixtures.items()},
+                "lms_late_tag": self.lms_late_tag}
 
     @classmethod
     def from_plain(cls, plain: dict) -> CourseSettings:
@@ -83,7 +85,8 @@ class CourseSettings:
                    hidden_checks=tuple(Path(p) for p in plain["hidden_checks"]),
                    registry=Path(plain["registry"]) if plain["registry"] else None,
                    hidden_from_students=tuple(Path(p) for p in plain["hidden_from_students"]),
-                   demo_fixtures={name: Path(path) for name, path in plain["demo_fixtures"].items()})
+                   demo_fixtures={name: Path(path) for name, path in plain["demo_fixtures"].items()},
+                   lms_late_tag=plain.get("lms_late_tag"))
 
 
 def read_settings(course_root: Path) -> CourseSettings:
@@ -104,4 +107,5 @@ def read_settings(course_root: Path) -> CourseSettings:
         hidden_checks=tuple(course_root / folder for folder in grading.get("hidden_checks", ())),
         registry=course_root / registry if registry else None,
         hidden_from_students=tuple(course_root / path for path in grading.get("hidden_from_students", ())),
-        demo_fixtures={name: course_root / path for name, path in grading.get("demo_fixtures", {}).items()})
+        demo_fixtures={name: course_root / path for name, path in grading.get("demo_fixtures", {}).items()},
+        lms_late_tag=grading.get("lms_late_tag") or None)

@@ -126,7 +126,9 @@ def test_a_killed_task_is_requeued_and_the_class_gets_the_grades_of_make_grade(c
         watcher.join(timeout=60)
     assert watcher.error is None and watcher.killed and watcher.seen, \
         f"the held task was not killed and re-queued ({watcher.error!r}):\n{said.getvalue()[-4000:]}"
-    killed = set(array_tasks.split(sorted(students), TASKS)[KILLED_TASK])  # shared out in sorted order
+    # submissions ("<student>/<assignment>") are shared out in sorted order
+    killed = {key.split("/")[0] for key in array_tasks.split(sorted(f"{s}/probe" for s in students),
+                                                            TASKS)[KILLED_TASK]}
     assert f"task {KILLED_TASK} ({len(killed)} students) ended FAILED" in said.getvalue()
     assert "re-submitting it once" in said.getvalue()
     assert watcher.task_rows == len(killed), "killed with its share graded into its own gradebook"

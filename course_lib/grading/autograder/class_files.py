@@ -9,10 +9,9 @@ import os
 import secrets
 import shutil
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
-from course_lib.grading.autograder import gradebook_merge, report, submissions
+from course_lib.grading.autograder import gradebook_merge, report, submissions, zip_times
 from course_lib.grading.student_text import readable, readable_tree
 
 
@@ -44,10 +43,12 @@ ZIP_NAMES = "zip_names.json"         # "<assignment>/<student>" -> the zip's nam
 SECRET = "submission_secret.txt"     # nbgrader release_feedback hashes each student's feedback with it
 
 
-def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str | None) -> dict:
+def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str | None,
+                late_tag: str | None = None) -> dict:
     """Each matching zip into grading/submitted/<student>/<assignment>/; (student, assignment) -> why, for
     each zip refused alone (an unusable id, a broken archive, one over the size limit), also kept in
-    grading/refused_zips.json for the grading run to score 0 with its reason."""
+    grading/refused_zips.json for the grading run to score 0 with its reason. ``late_tag``: the course's
+    ``lms_late_tag`` (zip_times)."""
     refused, zip_names = {}, _read_json(grading_dir / ZIP_NAMES)
     for (student, name), archive in submissions.collect_zips(folder, pattern, assignment).items():
         problem = submissions.student_id_problem(student)
@@ -68,9 +69,9 @@ def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str |
         target.mkdir(parents=True)
         for file_name, content in files.items():
             (target / file_name).write_bytes(content)
-        # the submission time is when the archive reached the grader (its file's time), never a
-        # timestamp.txt the student put in it (extract_zip leaves that out): lateness is not the student's
-        received = datetime.fromtimestamp(archive.stat().st_mtime, UTC)
+        # the submission time is when the archive reached the grader (its file's time, or the LMS's late
+        # tag), never a timestamp.txt the student put in it (extract_zip leaves that out)
+        received = zip_times.received(archive, grading_dir, name, student, late_tag)
         (target / submissions.TIMESTAMP).write_text(received.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
         # as `nbgrader submit` makes one, so that `nbgrader release_feedback` takes zip students too
         (target / SECRET).write_text(secret)

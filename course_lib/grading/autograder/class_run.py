@@ -205,7 +205,7 @@ def grade(run: GradingRun, assignments: list[str] | None = None, zips: Path | No
     os.chmod(run.grading_dir, 0o700)  # the gradebook and every submission: the grader's alone
     if zips is not None:
         only = assignments[0] if assignments and len(assignments) == 1 else None
-        class_files.unpack_zips(run.grading_dir, zips, zip_pattern, only)
+        class_files.unpack_zips(run.grading_dir, zips, zip_pattern, only, run.course.lms_late_tag)
     targets = assignments or assignment_names(run)
     with tempfile.TemporaryDirectory(prefix="course-grading-") as scratch_dir:
         scratch = Path(scratch_dir)
