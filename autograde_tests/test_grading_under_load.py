@@ -53,7 +53,7 @@ def test_solutions_score_full_marks_beside_a_second_grading_run_on_a_4x_oversubs
         start, loads = time.monotonic(), [os.getloadavg()[0]]
         results = {(r.assignment, r.student): r
                    for r in class_run.grade(neighbour_run.grading_run(root, cell_timeout=CELL_TIMEOUT_S),
-                                            ["probe", CHAPTER])}
+                                            neighbour_run.HEAVIEST_FIRST)}
         loads.append(os.getloadavg()[0])
         seconds = time.monotonic() - start
         neighbour_output, _ = neighbour.communicate(timeout=1500)
