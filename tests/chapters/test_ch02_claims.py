@@ -133,12 +133,13 @@ def _one_float_and_4_kib(rank, world_size):
 def test_a_small_all_reduce_costs_mostly_the_floor_every_call_pays():
     """Cell 55: an all-reduce of one float (gloo sends at most one segment of it per phase) costs about
     as much as a 4 KiB one, timed in one harness so that both see the same load: a cost that followed the
-    bytes would make it 1/1024 of the 4 KiB call; the floor makes it most of it. On a quiet machine it
-    measured 1.3 to 4 times as much; beside a full test run (load average 4), 0.43 to 0.49 times, each
-    size's fastest block (other work only adds time), so the bound is a quarter, 256 times what the bytes
-    would give."""
+    bytes would make it 1/1024 of the 4 KiB call; the floor makes it a large share of it. Each size's
+    fastest block (other work only adds time) measured 1.3 to 4 times as much on a quiet machine, 0.43 to
+    0.49 times beside a full test run (load average 4), and 0.23 times once in a clean CI run (0.27 ms
+    against 1.18 ms): so the bound is 1/32, 32 times what the bytes would give, which a cost that followed
+    the bytes cannot reach and a floor does on any of these runs."""
     one_float, small = run_ranks(_one_float_and_4_kib, 2, timeout=60)[0]
-    assert one_float >= 0.25 * small, (one_float, small)
+    assert one_float >= small / 32, (one_float, small)
 
 
 def test_the_nccl_paragraph_says_what_the_simulator_picks_from_and_when_nccl_gained_its_all_to_all():
