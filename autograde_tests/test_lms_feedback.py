@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import zipfile
 
-from course_lib.grading.autograder import class_files, lms_feedback
+from course_lib.grading.autograder import class_files, json_files, lms_feedback
 
 
 def _graded(grading, assignment: str, student: str, zip_name: str, pages=("hw",)) -> None:
-    names = class_files._read_json(grading / class_files.ZIP_NAMES)
+    names = json_files.read_object(grading / class_files.ZIP_NAMES)
     names[f"{assignment}/{student}"] = zip_name
     grading.mkdir(exist_ok=True)
-    class_files._write_json(grading / class_files.ZIP_NAMES, names)
+    json_files.write_atomically(grading / class_files.ZIP_NAMES, names)
     folder = grading / "feedback" / student / assignment
     folder.mkdir(parents=True, exist_ok=True)
     for page in pages:

@@ -11,7 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from course_lib.grading.autograder import gradebook_merge, report, submissions, zip_times
+from course_lib.grading.autograder import gradebook_merge, json_files, report, submissions, zip_times
 from course_lib.grading.student_text import readable, readable_tree
 
 
@@ -49,7 +49,7 @@ def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str |
     each zip refused alone (an unusable id, a broken archive, one over the size limit), also kept in
     grading/refused_zips.json for the grading run to score 0 with its reason. ``late_tag``: the course's
     ``lms_late_tag`` (zip_times)."""
-    refused, zip_names = {}, _read_json(grading_dir / ZIP_NAMES)
+    refused, zip_names = {}, json_files.read_object(grading_dir / ZIP_NAMES)
     for (student, name), archive in submissions.collect_zips(folder, pattern, assignment).items():
         problem = submissions.student_id_problem(student)
         if problem:
@@ -79,8 +79,9 @@ def unpack_zips(grading_dir: Path, folder: Path, pattern: str, assignment: str |
     for (student, name), why in refused.items():
         print(report.printable(f"{name}/{student}: not graded: {why}", sys.stderr), file=sys.stderr)
     grading_dir.mkdir(parents=True, exist_ok=True)
-    _write_json(grading_dir / REFUSED_ZIPS, {f"{who}/{name}": why for (who, name), why in refused.items()})
-    _write_json(grading_dir / ZIP_NAMES, zip_names)
+    json_files.write_atomically(grading_dir / REFUSED_ZIPS,
+                                {f"{who}/{name}": why for (who, name), why in refused.items()})
+    json_files.write_atomically(grading_dir / ZIP_NAMES, zip_names)
     return refused
 
 
@@ -104,25 +105,11 @@ def refused_zips(grading_dir: Path) -> dict[tuple[str, str], str]:
     return {tuple(key.split("/", 1)): readable(why) for key, why in known.items() if "/" in key}
 
 
-def _read_json(path: Path) -> dict:
-    """A JSON object the grader wrote ({} when missing or damaged: a run stopped while writing it)."""
-    try:
-        known = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return known if isinstance(known, dict) else {}
-
-
 def zip_names(grading_dir: Path) -> dict[tuple[str, str], str]:
     """(assignment, student) -> the name of the zip each submission last came in."""
-    return {tuple(key.split("/", 1)): name for key, name in _read_json(grading_dir / ZIP_NAMES).items()
+    known = json_files.read_object(grading_dir / ZIP_NAMES)
+    return {tuple(key.split("/", 1)): name for key, name in known.items()
             if "/" in key and isinstance(name, str)}
-
-
-def _write_json(path: Path, value) -> None:
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(value, indent=1, sort_keys=True))
-    partial.replace(path)
 
 
 def note_missing_feedback(grading_dir: Path, assignment: str, results: list[report.StudentResult]) -> None:
@@ -154,7 +141,7 @@ def write_outputs(grading_dir: Path, db_url: str, assignments: list[str],
     for result in results:
         known[f"{result.assignment}/{result.student}"] = readable_tree({"notes": result.notes,
                                                                         "lost_points": result.lost})
-    _write_json(notes_file, known)
+    json_files.write_atomically(notes_file, known)
     notes = {tuple(key.split("/", 1)): value.get("notes", []) for key, value in known.items()}
     lost = {tuple(key.split("/", 1)): value.get("lost_points", {}) for key, value in known.items()}
     rows = gradebook_merge.export_rows(db_url, assignments)

@@ -16,16 +16,11 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 
+from course_lib.grading.autograder import json_files
+from course_lib.grading.autograder.late_penalties import course_config_file
 from course_lib.grading.autograder.submissions import check_student_id
 
 EXTENSIONS = "extensions.json"
-
-
-def _grading_dir(db_url: str) -> Path | None:
-    """The folder of a course's gradebook (sqlite:///<course>/grading/gradebook.db); None for another."""
-    prefix = "sqlite:///"
-    database = Path(db_url[len(prefix):]) if db_url.startswith(prefix) else None
-    return database.parent if database is not None and database.parent.name == "grading" else None
 
 
 def granted(grading_dir: Path) -> dict[str, int]:
@@ -44,7 +39,8 @@ def apply(submission, db_url: str) -> None:
     """Write the course's extension onto a gradebook submission row (uncommitted). Once the course has
     granted any, its file rules (an extension taken back is removed from the row too); a gradebook
     without the file keeps its rows' own."""
-    folder = _grading_dir(db_url)
+    config = course_config_file(db_url)   # <course>/nbgrader_config.py for <course>/grading/gradebook.db
+    folder = config.parent / "grading" if config is not None else None
     if folder is None or not (folder / EXTENSIONS).exists():
         return
     minutes = granted(folder).get(f"{submission.assignment.name}/{submission.student.id}")
@@ -65,9 +61,7 @@ def grant(grading_dir: Path, assignment: str, student: str, days: float = 0, hou
         known[f"{assignment}/{student}"] = minutes
     else:
         known.pop(f"{assignment}/{student}", None)
-    partial = grading_dir / f"{EXTENSIONS}.partial"
-    partial.write_text(json.dumps(known, indent=1, sort_keys=True))
-    partial.replace(grading_dir / EXTENSIONS)
+    json_files.write_atomically(grading_dir / EXTENSIONS, known)
     new_due = duedate + timedelta(minutes=minutes)
     said = (f"{student} has {_length(minutes)} more on {assignment}: due {new_due} UTC"
             if minutes else f"{student}'s extension on {assignment} is taken back: due {duedate} UTC")

@@ -17,13 +17,12 @@ extension given since counts at the next run), and grades.csv lists them as befo
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 
-from course_lib.grading.autograder import extensions, submission_spool
+from course_lib.grading.autograder import extensions, json_files, submission_spool
 from course_lib.grading.autograder.late_penalties import assign_late_penalties
 from course_lib.grading.settings import CourseSettings
 
@@ -70,12 +69,8 @@ def fingerprint(folder: Path, key: str) -> str:
 
 
 def _read(grading_dir: Path) -> dict[str, str]:
-    try:
-        known = json.loads((grading_dir / RECORD).read_text())
-    except (OSError, ValueError):   # none yet, or damaged: everyone is graded again
-        return {}
-    return {k: v for k, v in known.items() if isinstance(k, str) and isinstance(v, str)} \
-        if isinstance(known, dict) else {}
+    """The record ({} when there is none yet, or it is damaged: everyone is graded again)."""
+    return {k: v for k, v in json_files.read_object(grading_dir / RECORD).items() if isinstance(v, str)}
 
 
 def mark_graded(grading_dir: Path, assignment: str, student: str, print_: str) -> None:
@@ -84,9 +79,7 @@ def mark_graded(grading_dir: Path, assignment: str, student: str, print_: str) -
         return
     known = _read(grading_dir)
     known[f"{assignment}/{student}"] = print_
-    partial = grading_dir / f"{RECORD}.partial"
-    partial.write_text(json.dumps(known, indent=1, sort_keys=True))
-    partial.replace(grading_dir / RECORD)
+    json_files.write_atomically(grading_dir / RECORD, known)
 
 
 def _still_graded(grading_dir: Path, db_url: str, assignment: str) -> set[str]:
