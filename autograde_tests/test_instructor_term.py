@@ -25,7 +25,7 @@ import nbformat
 import pytest
 
 from autograde_tests.support import probe_course
-from autograde_tests.test_exchange import _nbgrader
+from autograde_tests.support.exchange_commands import nbgrader as _nbgrader
 from course_lib.grading import cli
 from course_lib.grading.autograder import class_run, extensions, fixtures
 from course_lib.grading.sandbox.policy import SandboxPolicy
@@ -33,9 +33,6 @@ from course_lib.grading.sandbox.policy import SandboxPolicy
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 ME = pwd.getpwuid(os.getuid()).pw_name
-NOW = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
-DUE = NOW + timedelta(hours=1)          # probe: the exchange student is on time, the zips a day late
-DUE_OTHER = NOW + timedelta(days=7)     # probe_other
 # docs/instructors.md's Canvas pattern: <name>[_LATE]_<user id>_<file id>_<uploaded name>.zip
 CANVAS = r"^[^_]+(?:_LATE)?_(?P<student_id>\d+)_\d+_.*\.zip$"
 ROSTER = f"""id,first_name,last_name,email,lms_user_id
@@ -78,6 +75,11 @@ def _grade(course: Path, assignment: str, download: Path | None) -> tuple[dict, 
 
 
 def test_a_term_from_the_roster_to_feedback_for_every_student(tmp_path):
+    # Dates from the test's own start, not the module's import: a full suite collects an hour before
+    # this runs, and an exchange submission made after a due date computed then is late.
+    now = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
+    due = now + timedelta(hours=1)          # probe: the exchange student is on time, the zips a day late
+    due_other = now + timedelta(days=7)     # probe_other
     course = probe_course.build(tmp_path / "course")
     shutil.copy(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
     with (course / "nbgrader_config.py").open("a") as config:   # "Due dates and late submissions"
@@ -87,10 +89,10 @@ def test_a_term_from_the_roster_to_feedback_for_every_student(tmp_path):
     exchange = tmp_path / "exchange"
     (course / "roster.csv").write_text(ROSTER)
     _nbgrader(course, exchange, "db", "student", "import", "roster.csv")
-    _nbgrader(course, exchange, "db", "assignment", "add", "probe", f"--duedate={DUE} UTC")
-    _nbgrader(course, exchange, "db", "assignment", "add", "probe_other", f"--duedate={DUE_OTHER} UTC")
+    _nbgrader(course, exchange, "db", "assignment", "add", "probe", f"--duedate={due} UTC")
+    _nbgrader(course, exchange, "db", "assignment", "add", "probe_other", f"--duedate={due_other} UTC")
     said = extensions.grant(grading, "probe", "48214", days=3)   # make extend ... DAYS=3
-    assert said.startswith(f"48214 has 3 days more on probe: due {DUE + timedelta(days=3)} UTC"), said
+    assert said.startswith(f"48214 has 3 days more on probe: due {due + timedelta(days=3)} UTC"), said
 
     # the exchange student, on time; the Canvas students a day late, one of them with the extension
     _nbgrader(course, exchange, "generate_assignment", "probe", "--force")
@@ -102,13 +104,13 @@ def test_a_term_from_the_roster_to_feedback_for_every_student(tmp_path):
     _nbgrader(home, exchange, "submit", "probe", user=ME)
     _nbgrader(course, exchange, "collect", "probe")
     probe_download, other_download = tmp_path / "canvas-probe", tmp_path / "canvas-probe_other"
-    late = DUE + timedelta(days=1)
+    late = due + timedelta(days=1)
     _canvas_zip(probe_download, "smith-jonesmary_LATE_48213_990412_probe.zip", "probe",
                 _answered(course, "probe"), late)
     _canvas_zip(probe_download, "babbagecharles_LATE_48214_990413_probe.zip", "probe",
                 _answered(course, "probe", {"scale"}), late)
     _canvas_zip(other_download, "smith-jonesmary_48213_990500_probe_other.zip", "probe_other",
-                _answered(course, "probe_other"), NOW)
+                _answered(course, "probe_other"), now)
 
     graded, _ = _grade(course, "probe", probe_download)
     assert {s: (r.score, r.max_score) for s, r in graded.items()} == \
@@ -119,7 +121,7 @@ def test_a_term_from_the_roster_to_feedback_for_every_student(tmp_path):
     # 48214 resubmits within the extension: only that submission is graded again
     (probe_download / "babbagecharles_LATE_48214_990413_probe.zip").unlink()
     _canvas_zip(probe_download, "babbagecharles_LATE_48214_990777_probe.zip", "probe",
-                _answered(course, "probe"), DUE + timedelta(days=2))
+                _answered(course, "probe"), due + timedelta(days=2))
     graded, output = _grade(course, "probe", probe_download)
     assert {s: r.score for s, r in graded.items()} == {"48214": 3.0}
     assert "probe: 2 submissions unchanged since they were graded keep their grades" in output, output
@@ -129,7 +131,7 @@ def test_a_term_from_the_roster_to_feedback_for_every_student(tmp_path):
     assert {key: (r["raw_score"], r["late_submission_penalty"], r["score"]) for key, r in rows.items()} == {
         ("probe", ME): ("3.0", "0.0", "3.0"), ("probe", "48213"): ("3.0", "3.0", "0.0"),
         ("probe", "48214"): ("3.0", "0.0", "3.0"), ("probe_other", "48213"): ("1.0", "0.0", "1.0")}
-    assert rows[("probe", "48214")]["duedate"] == str(DUE + timedelta(days=3))   # the extension included
+    assert rows[("probe", "48214")]["duedate"] == str(due + timedelta(days=3))   # the extension included
 
     assert cli._export(grading) == 0   # make export
     exports = grading / "exports"
