@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from autograde_tests.conftest import GRADING_RUN_TIMEOUT_S
-from autograde_tests.support.chapter_classes import CHAPTERS, Chapter, max_points
+from autograde_tests.support.chapter_classes import CHAPTERS, LEFT_IN_TMP, Chapter, max_points
 from course_lib.grading.autograder import cell_verdicts
 
 # Each test asks for its chapter's grading run by name (request.getfixturevalue), so conftest's hook cannot
@@ -51,7 +51,8 @@ def test_the_reference_runs_every_cell_and_every_worked_answer(request, assignme
                                                                 run: str):
     """The graded reference is the course's run of each graded chapter top to bottom (CHAPTERS.md: the
     solution executes headless), worked answers shown (chapter_classes.with_worked_answers_shown): no cell
-    may raise, and every Problem's worked answer prints its answer. Each cell ran within the grading run's
+    may raise, every Problem's worked answer prints its answer, and the lesson leaves no course folder in
+    the temporary folder (the student's own /tmp in the sandbox). Each cell ran within the grading run's
     limit for it; the time of the whole is printed (benchmarks/bench_notebooks.py holds the budget)."""
     graded = request.getfixturevalue(run)
     student = f"{prefix}_solution"
@@ -65,6 +66,10 @@ def test_the_reference_runs_every_cell_and_every_worked_answer(request, assignme
     unprinted = [cell.source[:80] for cell in answers
                  if not any(output.get("output_type") == "stream" for output in cell.get("outputs", []))]
     assert not unprinted, f"worked answers that printed nothing: {unprinted}"
+    left = "".join(output.get("text", "") for output in code[-1].get("outputs", [])
+                   if output.get("name") == "stdout")
+    assert left.strip() == f"{LEFT_IN_TMP} []", \
+        f"{assignment}: {left.strip()}: a student runs a chapter many times: write under a TemporaryDirectory"
     print(f"{assignment}: {len(code)} code cells, {len(answers)} worked answers, "
           f"{_executed_seconds(code):.0f} s of cells in the grading run")
 

@@ -1,11 +1,10 @@
-"""The solution notebooks that the shared grading run does not already run top to bottom: chapter 00 (no
-graded exercise), and chapter 09, whose lesson writes checkpoints in the temporary folder; each runs
-headless within its budget and leaves no folder of its own behind there (a student runs a chapter many
-times). The grading sandbox gives each student a /tmp of its own, so only a run on the machine's /tmp can
-see what a chapter leaves.
+"""The solution notebooks that the shared grading run does not already run top to bottom (chapter 00: no
+graded exercise): each runs headless within its budget and leaves no folder of its own behind in the
+temporary folder (a student runs a chapter many times).
 
 Every graded chapter's reference runs top to bottom, worked answers shown, as a student of the shared
-grading run (autograde_tests/test_grading_chapters.py); benchmarks/bench_notebooks.py times them all.
+grading run, and prints what it left in its sandbox's own /tmp (autograde_tests/test_grading_chapters.py);
+benchmarks/bench_notebooks.py times them all.
 """
 
 import tempfile
@@ -19,9 +18,7 @@ from tests.support.notebooks import execute_notebook
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION_NOTEBOOKS = sorted((ROOT / "solutions").glob("*/*.ipynb"))
 GRADED = {chapter.assignment for chapter in CHAPTERS}
-WRITES_IN_TMP = {"09_on_the_cluster"}   # its lesson's checkpoints (course_lib's course-ch09-* folders)
-RUN_HERE = [path for path in SOLUTION_NOTEBOOKS
-            if path.parent.name not in GRADED or path.parent.name in WRITES_IN_TMP]
+RUN_HERE = [path for path in SOLUTION_NOTEBOOKS if path.parent.name not in GRADED]
 HEADLESS_BUDGET_S = 180   # CHAPTERS.md: under 3 minutes headless on the 2-core machine
 
 

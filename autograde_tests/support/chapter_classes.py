@@ -22,7 +22,19 @@ from course_lib.viz.worked_answer import SHOW_ANSWERS_ENV
 REPO = Path(__file__).resolve().parents[2]
 LONG_LESSON_S = 120   # a cell's limit where lessons time, train or kill real ranks (make grade's own)
 FIXTURES = REPO / "autograde_tests" / "fixtures"
-SHOW_ANSWERS_CELL = f"import os\nos.environ[{SHOW_ANSWERS_ENV!r}] = '1'   # the worked answers run at once"
+# The reference student's own first and last cells: its worked answers run at once, and what its lesson
+# leaves in the temporary folder is printed (the sandbox's /tmp is the student's own, and starts empty).
+SHOW_ANSWERS_CELL = (f"import os\nos.environ[{SHOW_ANSWERS_ENV!r}] = '1'   # the worked answers run at once\n"
+                     "import tempfile as _tempfile\nfrom pathlib import Path as _Path\n"
+                     "_course_folders_before = set(_Path(_tempfile.gettempdir()).glob('course-*'))")
+LEFT_IN_TMP = "course folders the lesson left in the temporary folder:"
+# A folder a live TemporaryDirectory holds is removed when the kernel stops (chapter 09's lesson keeps one).
+LEFT_IN_TMP_CELL = f"""\
+import gc as _gc
+_removed_at_exit = {{_Path(o.name) for o in _gc.get_objects() if type(o) is _tempfile.TemporaryDirectory}}
+_left = set(_Path(_tempfile.gettempdir()).glob('course-*')) - _course_folders_before - _removed_at_exit
+print({LEFT_IN_TMP!r}, sorted(p.name for p in _left if not p.name.startswith('course-jobs-')))  # Slurm's kept
+"""
 
 
 @dataclass(frozen=True)
@@ -188,12 +200,14 @@ def write_chapter_class(root: Path, chapters: list[Chapter]) -> list[str]:
 
 def with_worked_answers_shown(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The notebook with a first cell of the student's own that sets COURSE_SHOW_ANSWERS=1, so that its
-    Problems' worked answers run at once (course_lib.viz.worked_answer), as in the course's headless runs:
-    the graded reference is the course's one run of every graded chapter top to bottom
+    Problems' worked answers run at once (course_lib.viz.worked_answer), as in the course's headless runs,
+    and a last cell that prints the course folders the lesson left in the temporary folder: the graded
+    reference is the course's one run of every graded chapter top to bottom
     (test_grading_chapters.test_the_reference_runs_every_cell_and_every_worked_answer)."""
     shown = copy.deepcopy(notebook)
     first_code = next(i for i, cell in enumerate(shown.cells) if cell.cell_type == "code")
     shown.cells.insert(first_code, nbformat.v4.new_code_cell(SHOW_ANSWERS_CELL))
+    shown.cells.append(nbformat.v4.new_code_cell(LEFT_IN_TMP_CELL))
     return shown
 
 
