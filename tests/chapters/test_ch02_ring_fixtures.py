@@ -92,9 +92,16 @@ def test_the_solution_earns_full_marks():
     assert points == EXPECTED["solution"], messages
 
 
+# A ring that deadlocks never finishes, so its points and words do not depend on the timeout: its runs get
+# 6 s instead of the checks' 10 (enough for the ranks to block in dist.send, which the words show).
+DEADLOCKS_S = {"deadlocks": 6}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fixture", sorted(EXPECTED["fixtures"]))
-def test_each_wrong_ring_loses_exactly_its_points(fixture):
+def test_each_wrong_ring_loses_exactly_its_points(fixture, monkeypatch):
+    if fixture in DEADLOCKS_S:
+        monkeypatch.setattr(ch02_ring, "TIMEOUT_S", DEADLOCKS_S[fixture])
     points, messages = earned_points([(FIXTURES / f"{fixture}.py").read_text()])
     assert points == EXPECTED["fixtures"][fixture], (
         f"{fixture} ({EXPECTED['why'][fixture]}) earned {points}; failures:\n"
