@@ -157,24 +157,25 @@ LLAMA3_24K = PodNetwork(
 NETWORKS: dict[str, PodNetwork] = {n.name: n for n in (LLAMA3_24K,)}
 
 
+def _by_name(what: str, value, kind: type, table: dict, instead: str):
+    """``value`` itself when it is a ``kind``, else the entry of ``table`` it names (any case)."""
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, str) and value.lower() in table:
+        return table[value.lower()]
+    raise ValueError(f"unknown {what} {value!r}; use one of {sorted(table)}{instead}")
+
+
 def get_network(network: str | PodNetwork) -> PodNetwork:
     """Return a pod network given its name or the PodNetwork itself."""
-    if isinstance(network, PodNetwork):
-        return network
-    if isinstance(network, str) and network.lower() in NETWORKS:
-        return NETWORKS[network.lower()]
-    raise ValueError(f"unknown network {network!r}; use one of {sorted(NETWORKS)}, a PodNetwork, or "
-                     "pod_gpus= and oversubscription= (None: flat above the node)")
+    return _by_name("network", network, PodNetwork, NETWORKS,
+                    ", a PodNetwork, or pod_gpus= and oversubscription= (None: flat above the node)")
 
 
 def get_preset(preset: str | HardwarePreset) -> HardwarePreset:
     """Return a preset given its name or the preset itself (for example from calibrate())."""
-    if isinstance(preset, HardwarePreset):
-        return preset
-    if isinstance(preset, str) and preset.lower() in PRESETS:
-        return PRESETS[preset.lower()]
-    raise ValueError(f"unknown hardware preset {preset!r}; use one of {sorted(PRESETS)} "
-                     "or pass a HardwarePreset (for example course_lib.real.calibrate())")
+    return _by_name("hardware preset", preset, HardwarePreset, PRESETS,
+                    " or pass a HardwarePreset (for example course_lib.real.calibrate())")
 
 
 def preset_from_measurements(flops: float, memory_bytes: float, intra_latency: float,
