@@ -77,7 +77,7 @@ def above_pod_link(inter_node: Link, oversubscription: float, members_per_pod: f
     pod_gpus / m streams across at once, so each stream gets min(1, m / oversubscription) of a NIC. With
     m = 1 (every GPU's traffic crosses) that is the worst case, inter_node.bandwidth / oversubscription;
     data parallel outermost over 3,072-GPU pods keeps m large (24 members of each group per pod at DP 128
-    on 16,384 GPUs), so its rings barely feel the layer above. Not modelled: the extra switch hops' latency
+    on 16,384 GPUs), so its rings run at the NIC's full rate. Not modelled: the extra switch hops' latency
     (the paper gives none; the link keeps the NIC's) and traffic of other jobs.
     """
     share = min(1.0, members_per_pod / oversubscription)

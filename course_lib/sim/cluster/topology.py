@@ -73,7 +73,8 @@ class Cluster:
         return above_pod_link(self.preset.inter_node, self.oversubscription, members_per_pod)
 
     def link_between(self, a: int, b: int) -> Link:
-        """The link a message from rank a to rank b travels on."""
+        """The link a message from rank a to rank b travels on: across pods, a pair is a group with one
+        member in each pod, so the worst case of the layer above (NIC rate / oversubscription)."""
         if self.node_of(a) == self.node_of(b):
             return self.preset.intra_node
         return self.network_link(self.members_per_pod((a, b)))
