@@ -17,7 +17,19 @@ from .cluster.laptop import (
     python_hop_time,
     shared_core_finish_times,
 )
-from .cluster.presets import A100, H100, H800, LAPTOP_CPU, PRESETS, get_preset, preset_from_measurements
+from .cluster.pods import PodNetwork
+from .cluster.presets import (
+    A100,
+    H100,
+    H800,
+    LAPTOP_CPU,
+    LLAMA3_24K,
+    NETWORKS,
+    PRESETS,
+    get_network,
+    get_preset,
+    preset_from_measurements,
+)
 from .cluster.topology import Cluster, make_cluster
 from .collectives.buckets import (
     all_reduce_terms,
@@ -113,7 +125,7 @@ __all__ = [
     "simulated_gpus", "SimulatedGPU", "SimulatedNetwork", "StepConfig", "StepReport", "STRATEGIES",
     "strategy", "Timeline", "TransformerSpec", "tree_timeline", "zero_memory_breakdown",
     "zero_memory_per_device", "zero_traffic_per_device", "ALGORITHM_OPS", "NCCL_CHOICES", "GroupLink",
-    "format_layouts",
+    "format_layouts", "PodNetwork", "LLAMA3_24K", "NETWORKS", "get_network",
     "PUBLISHED_RUNS", "PublishedRun", "ends_lighter", "simulate_published", "Span", "H800", "MoESpec",
     "DEEPSEEK_V3", "mla_attention_params", "ExpertTraffic", "expert_traffic", "expert_all_to_all_time",
     "DEEPSEEK_V3_RUN", "gpu_hours_per_trillion_tokens", "mfu_from_gpu_hours", "wall_clock_hours",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .hardware import HardwarePreset, Link
+from .pods import PodNetwork
 
 # GEMM efficiency: the share of the data-sheet peak a large BF16 matrix multiply sustains. The layers'
 # matrix multiplies run at it; non-matmul layers are costed apart, at ``memory_bandwidth``.
@@ -143,15 +144,38 @@ LAPTOP_CPU = HardwarePreset(
 
 PRESETS: dict[str, HardwarePreset] = {p.name: p for p in (H100, A100, H800, LAPTOP_CPU)}
 
+# The tier above the node (pods.py). Llama 3's 24K-GPU H100 cluster (Dubey et al. 2024, arXiv 2407.21783,
+# section 3.3.1, "Network topology"): RoCE, a three-layer Clos; 16 GPUs per rack on one top-of-rack switch,
+# 192 racks joined by cluster switches into "a pod of 3,072 GPUs with full bisection bandwidth", eight pods
+# joined by aggregation switches into 24K GPUs, that layer "has an oversubscription ratio of 1:7". Its
+# nodes are 8 H100 with one 400 Gb/s NIC each (section 3.3.1, "Compute" and "Network"), the h100 preset.
+LLAMA3_24K = PodNetwork(
+    name="llama3_24k", pod_gpus=3072, oversubscription=7.0, gpus=8 * 3072,
+    source="Dubey et al. 2024, The Llama 3 Herd of Models, arXiv 2407.21783, section 3.3.1: 24K GPUs, "
+           "pods of 3,072 GPUs with full bisection bandwidth, 1:7 oversubscribed above them")
+
+NETWORKS: dict[str, PodNetwork] = {n.name: n for n in (LLAMA3_24K,)}
+
+
+def _by_name(what: str, value, kind: type, table: dict, instead: str):
+    """``value`` itself when it is a ``kind``, else the entry of ``table`` it names (any case)."""
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, str) and value.lower() in table:
+        return table[value.lower()]
+    raise ValueError(f"unknown {what} {value!r}; use one of {sorted(table)}{instead}")
+
+
+def get_network(network: str | PodNetwork) -> PodNetwork:
+    """Return a pod network given its name or the PodNetwork itself."""
+    return _by_name("network", network, PodNetwork, NETWORKS,
+                    ", a PodNetwork, or pod_gpus= and oversubscription= (None: flat above the node)")
+
 
 def get_preset(preset: str | HardwarePreset) -> HardwarePreset:
     """Return a preset given its name or the preset itself (for example from calibrate())."""
-    if isinstance(preset, HardwarePreset):
-        return preset
-    if isinstance(preset, str) and preset.lower() in PRESETS:
-        return PRESETS[preset.lower()]
-    raise ValueError(f"unknown hardware preset {preset!r}; use one of {sorted(PRESETS)} "
-                     "or pass a HardwarePreset (for example course_lib.real.calibrate())")
+    return _by_name("hardware preset", preset, HardwarePreset, PRESETS,
+                    " or pass a HardwarePreset (for example course_lib.real.calibrate())")
 
 
 def preset_from_measurements(flops: float, memory_bytes: float, intra_latency: float,

@@ -9,6 +9,7 @@ import functools
 import math
 
 from ..checks import whole
+from ..cluster.pods import members_per_full_pod
 from ..network.group_links import group_link, members_per_node
 
 DIMENSIONS = ("tp", "cp", "dp", "pp")
@@ -61,11 +62,13 @@ def coordinates(rank: int, degrees: dict, placement) -> dict:
 
 def dimension_link(cluster, dims, degrees: dict, placement):
     """The GroupLink collectives along ``dims`` run on; in a synchronous step the slowest group sets the
-    pace: the one that spans the most nodes with the fewest members on one of them."""
+    pace: the one that crosses pods (on a cluster with pods), spans the most nodes, with the fewest members
+    on one of them."""
     dims = (dims,) if isinstance(dims, str) else tuple(dims)
-    shapes = _group_shapes(dims, tuple(degrees.items()), tuple(placement), cluster.gpus_per_node)
-    links = [group_link(cluster.preset.intra_node, cluster.preset.inter_node, nodes, per_node,
-                        cluster.nics_per_node) for nodes, per_node in shapes]
+    pod_gpus = cluster.pod_gpus if cluster.has_pods else None
+    shapes = _group_shapes(dims, tuple(degrees.items()), tuple(placement), cluster.gpus_per_node, pod_gpus)
+    links = [group_link(cluster.preset.intra_node, cluster.network_link(per_pod), nodes, per_node,
+                        cluster.nics_per_node) for nodes, per_node, per_pod in shapes]
     return min(links, key=lambda link: (link.bandwidth, -link.latency, -link.nodes))
 
 
@@ -78,22 +81,34 @@ def expert_link(cluster, degrees: dict, placement, ep: int):
 
 
 @functools.lru_cache(maxsize=256)
-def _group_shapes(dims: tuple, degree_items: tuple, placement: tuple, gpus_per_node: int) -> list:
-    """Distinct (nodes spanned, fewest members on one node) over every group along ``dims``."""
-    # A group is its first rank (base) plus fixed offsets; with nodes of consecutive ranks, which nodes
-    # its members share depends only on base % gpus_per_node, so at most gpus_per_node groups are counted
-    # instead of every rank of the cluster (16,384 of them took seconds).
+def _group_shapes(dims: tuple, degree_items: tuple, placement: tuple, gpus_per_node: int,
+                  pod_gpus: int | None = None) -> list:
+    """Distinct (nodes spanned, fewest members on one node, fewest members in one pod) over every group
+    along ``dims`` (the last None for a group inside one pod, or where ``pod_gpus`` is None: a network
+    flat above the node; pods.members_per_full_pod)."""
+    # A group is its first rank (base) plus fixed offsets; with nodes (and pods, whole nodes) of
+    # consecutive ranks, which nodes and pods its members share depends only on base % pod_gpus (or
+    # base % gpus_per_node without pods), so at most that many groups are counted instead of every rank of
+    # the cluster (16,384 of them took seconds). A partly used last pod breaks the period: then every
+    # group's own base is counted (each rank once, without the coordinates that made the long way slow).
     degrees = dict(degree_items)
+    world = math.prod(degrees.values())
     step = strides(degrees, placement)
     offsets = [0]
     for d in dims:
         offsets = [o + i * step[d] for o in offsets for i in range(degrees[d])]
+    period = (world if world % pod_gpus else pod_gpus) if pod_gpus else gpus_per_node
     residues = {0}
     for d in degrees:
         if d not in dims:
-            residues = {(r + i * step[d]) % gpus_per_node for r in residues for i in range(degrees[d])}
-    counts = (members_per_node([r + o for o in offsets], gpus_per_node) for r in residues)
-    return sorted({(len(c), min(c.values())) for c in counts})
+            residues = {(r + i * step[d]) % period for r in residues for i in range(degrees[d])}
+    shapes = set()
+    for r in residues:
+        members = [r + o for o in offsets]
+        counts = members_per_node(members, gpus_per_node)
+        per_pod = members_per_full_pod(members, pod_gpus, world) if pod_gpus else None
+        shapes.add((len(counts), min(counts.values()), per_pod))
+    return sorted(shapes, key=lambda shape: (shape[0], shape[1], shape[2] or 0))
 
 
 def split_layers(layers: int, stages: int, virtual_stages: int = 1) -> list:
