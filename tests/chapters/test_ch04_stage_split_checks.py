@@ -185,3 +185,15 @@ def test_what_the_exercise_prose_states_is_what_the_checks_do():
     assert round(16 * 128_256 * 4096 / 1e9, 1) == memory.state[0]
     assert "218 M parameters" in prose and "525 M each" in prose and "2.4 blocks'" in prose
     assert "Dubey et al. 2024, section 3.3.2" in prose and "Table 3 rounds to 128,000" in prose
+
+
+def test_the_release_states_no_step_formula_and_imports_none():
+    """What a student has of the exercise (the release notebook) names the step's definition (the
+    simulator's GPipe) and the contract, never its closed form: that is the design question."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "04_model_parallel" / "04_model_parallel.ipynb"
+    text = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
+    assert "step_time" not in text and "max F + max B" not in text and "(m - 1)" not in text
+    assert "raise ValueError" in text and "any one of them will do" in text
