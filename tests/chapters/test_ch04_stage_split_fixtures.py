@@ -28,11 +28,13 @@ TEST_CELLS = {
     "test_split_stages_balance": ch04.check_split_stages_balance_hidden,
     "test_split_stages_memory": ch04.check_split_stages_memory_hidden,
     "test_split_stages_fitting_step": ch04.check_split_stages_fitting_step_hidden,
+    "test_split_stages_large": ch04.check_split_stages_large_hidden,
     "test_split_stages_real_run": ch04.check_split_stages_real_run_hidden,
 }
 TABLE = json.loads((FOLDER / "expected_scores.json").read_text())
 REFUSED = {"uses_the_course_split": "import course_lib.sim.search.published",
-           "reads_the_simulators_split": "split_layers from course_lib"}
+           "reads_the_simulators_split": "split_layers from course_lib",
+           "uses_the_checks_model": "import course_lib.grading.checks.ch04_stage_split"}
 
 
 @functools.cache
@@ -78,6 +80,9 @@ def test_four_plausible_wrong_fixtures_and_a_refused_shortcut():
     wrong = [n for n, points in TABLE["fixtures"].items() if sum(points.values()) < full and n not in REFUSED]
     assert len(wrong) >= 4 and set(REFUSED) <= set(TABLE["fixtures"])
     assert all(sum(TABLE["fixtures"][n].values()) == 0 for n in REFUSED)
+    assert {"minmax_forward_plus_backward", "balances_forwards_only", "brute_force"} <= set(wrong)
+    assert TABLE["fixtures"]["brute_force"] == {**ch04.POINTS, "test_split_stages_large": 0}
+    assert len(TABLE["graded_through_nbgrader"]) <= 1
 
 
 @pytest.mark.slow
@@ -102,6 +107,10 @@ def test_each_wrong_submission_loses_exactly_its_points(fixture):
         assert all(REFUSED[fixture] in m and "refuses" in m for m in messages.values()), messages
     if fixture == "ignores_memory":          # the feedback shows the stage that overflows
         assert "OVER THE LIMIT" in messages["test_split_stages_memory"]
+    if fixture == "brute_force":             # stopped at the large part's limit, the rest graded
+        assert f"did not return within {ch04.LARGE_TIMEOUT_S:g} s" in messages["test_split_stages_large"]
+    if fixture in ("minmax_forward_plus_backward", "balances_forwards_only"):   # a longer step is named
+        assert "the best split that fits takes" in messages["test_split_stages_balance"]
 
 
 def test_the_registry_holds_the_hidden_checks_rows():

@@ -1,14 +1,18 @@
 """What the checks of chapter 04's stage split say about a split: its memory, its step against the best
-step (which the caller brings: nothing in course_lib searches for a split), and its real run.
+step (which the caller brings: nothing in course_lib searches for a split), what it does when no split
+fits, and its real run.
 
-Every message names the case and prints the student's stages (times, memory against the limit), so the
-feedback shows where the time or the memory went, never the split that would have been right.
+A split's step is what the course's simulator plays for it (GPipe, free hops): the judge states no formula
+for it. Every message names the case and prints the student's stages (times, memory against the limit),
+so the feedback shows where the time or the memory went, never the split that would have been right nor
+which stage sets the pace.
 """
 
 from __future__ import annotations
 
 import statistics
 
+from course_lib import sim
 from course_lib.grading.attempt.judge_runner import (
     CaseAnswer,
     answer_or_raised,
@@ -18,7 +22,7 @@ from course_lib.grading.attempt.judge_runner import (
 )
 from course_lib.grading.attempt.rank_attempt import FailureText, RankRun
 
-from .model import NAME, Case, stage_memory, stage_table, stage_times, step_time, structure_problems
+from .model import NAME, Case, stage_memory, stage_table, stage_times, structure_problems
 
 TOLERANCE = 1e-9
 CLEAR_GAP = 1.6          # stages whose modelled busy times differ by this factor must measure in that order
@@ -48,19 +52,39 @@ def ask(student, cases: list[Case], timeout: float) -> RankRun:
 
 
 @judging
-def case_problems(run: RankRun, judge, within: range | None = None) -> list[str]:
+def case_problems(run: RankRun, judge, within: range | None = None, no_fit=()) -> list[str]:
     """``judge(case, starts)`` for every case whose answer came back (only the cases at the indices
-    ``within``, when given); errors (a refusal) as they came."""
+    ``within``, when given); errors (a refusal) as they came. The cases in ``no_fit`` have no split that
+    fits: the contract wants a ValueError there, and any split returned is a problem."""
     problems = []
     for each in ranks_of(run):
         if within is not None and each.index not in within:
             continue
         case, answer = each.case, each.outcome
+        if case in no_fit and not answer.refusal:
+            problems += no_fit_problems(case, answer)
+            continue
         if answer.raised:
             problems.append(answer.refusal or f"{case.describe()}: {NAME} raised {answer.raised}")
             continue
         problems += structure_problems(case, answer.value) or judge(case, answer.value)
     return problems
+
+
+def no_fit_problems(case: Case, answer) -> list[str]:
+    """No split of ``case`` fits its limit: the answer raised ValueError (with a message of its own)."""
+    if answer.raised and answer.raised.split(":")[0].rsplit(".", 1)[-1] == "ValueError":
+        return []
+    got = f"raised {answer.raised}" if answer.raised else f"returned {str(answer.value)[:100]}"
+    return [f"{case.describe()}: no split of these layers into {case.stages} stages fits the limit, so "
+            f"{NAME} should raise ValueError saying so; it {got}"]
+
+
+def played_step(case: Case, starts) -> float:
+    """The split's GPipe step (ms) as the course's simulator plays it: the definition the contract gives."""
+    forward, backward = stage_times(case, starts)
+    schedule = sim.pipeline_schedule("gpipe", case.stages, case.microbatches)
+    return sim.simulate_pipeline(schedule, forward, backward).makespan
 
 
 def memory_problems(case: Case, starts) -> list[str]:
@@ -76,16 +100,11 @@ def memory_problems(case: Case, starts) -> list[str]:
 
 def step_problems(case: Case, starts, best: float) -> list[str]:
     """The split's GPipe step is no longer than ``best``, the shortest step of any split that fits."""
-    step = step_time(case, starts)
+    step = played_step(case, starts)
     if step <= best * (1 + TOLERANCE):
         return []
-    forward, backward = stage_times(case, starts)
-    slow_f = max(range(case.stages), key=lambda s: forward[s])
-    slow_b = max(range(case.stages), key=lambda s: backward[s])
-    return [f"{case.describe()}: your split {starts} makes a step of {step:.2f} ms; the best split that fits "
-            f"takes {best:.2f} ms. The pace is set by stage {slow_f}'s forward ({forward[slow_f]:.2f} ms) "
-            f"and stage {slow_b}'s backward ({backward[slow_b]:.2f} ms); your stages:\n"
-            f"{_indent(stage_table(case, starts))}"]
+    return [f"{case.describe()}: your split {starts} makes a GPipe step of {step:.2f} ms; the best split "
+            f"that fits takes {best:.2f} ms; your stages:\n{_indent(stage_table(case, starts))}"]
 
 
 def fitting_step_problems(case: Case, starts, best: float) -> list[str]:
