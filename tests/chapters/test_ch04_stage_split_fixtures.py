@@ -94,9 +94,16 @@ def test_the_solution_earns_full_marks():
     assert points == TABLE["solution"], messages
 
 
+# A search that tries every split never answers a large case (C(79, 15) splits), so its points and words do
+# not depend on the large part's limit: its runs get 10 s instead of the checks' 40.
+NEVER_ANSWERS_LARGE_S = {"brute_force": 10}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fixture", list(TABLE["fixtures"]))
-def test_each_wrong_submission_loses_exactly_its_points(fixture):
+def test_each_wrong_submission_loses_exactly_its_points(fixture, monkeypatch):
+    if fixture in NEVER_ANSWERS_LARGE_S:
+        monkeypatch.setattr(ch04, "LARGE_TIMEOUT_S", NEVER_ANSWERS_LARGE_S[fixture])
     source = (FOLDER / f"{fixture}.py").read_text()
     points, messages = earned_points([source])
     assert points == TABLE["fixtures"][fixture], (
