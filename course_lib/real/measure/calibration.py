@@ -15,6 +15,7 @@ import os
 import statistics
 
 from course_lib.sim import HardwarePreset, Timeline, collective_time
+from course_lib.sim.cluster.hardware import GLOO_SEGMENT_BYTES  # 1 MiB, gloo's kMaxSegmentSize
 from course_lib.sim.cluster.laptop import (
     Calibration,
     fit_cores,
@@ -35,9 +36,6 @@ __all__ = ["GLOO_SEGMENT_BYTES", "GLOO_SEGMENTS_IN_FLIGHT", "LINK_SIZES", "RANKS
 
 # The all-reduce and send/recv sizes calibrate() fits: the range the course's cells predict (bytes).
 LINK_SIZES = (1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22, 1 << 24)
-# gloo's ring all-reduce cuts every chunk into segments of at most 1 MiB (kMaxSegmentSize in
-# gloo/allreduce.h), at least two per chunk.
-GLOO_SEGMENT_BYTES = 1 << 20
 # It keeps two segments in flight (gloo/allreduce.cc), so one's latency can pass while the other
 # travels, but only if the ranks really run at once: when ranks take turns on a core, the latency is
 # time spent waiting for the core, which no segment in flight hides. Ranks that each get at least
@@ -168,9 +166,13 @@ def calibrate(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITI
 
 def predict_all_reduce(preset: HardwarePreset, nbytes: float, world_size: int) -> float:
     """Seconds of one gloo all_reduce of ``nbytes`` predicted from a ``calibrate()`` preset: a ring in
-    segments of ``GLOO_SEGMENT_BYTES`` with the preset's ``segments_in_flight``, as gloo runs it."""
-    return collective_time("all_reduce", nbytes, world_size, preset.intra_node, "ring",
-                           segment_bytes=GLOO_SEGMENT_BYTES, in_flight=preset.segments_in_flight)
+    segments of ``GLOO_SEGMENT_BYTES`` with the preset's ``segments_in_flight``, as gloo runs it. The
+    same ``preset.ring_options`` the simulator's steps and clusters use on that preset (one model)."""
+    options = preset.ring_options("all_reduce", "ring")
+    if not options:
+        raise ValueError(f"preset {preset.name!r} has no segmented ring (segment_bytes=None): predict gloo's "
+                         f"all-reduce from the preset calibrate() returns")
+    return collective_time("all_reduce", nbytes, world_size, preset.intra_node, "ring", **options)
 
 
 def measure(world_size: int = 2, sizes=LINK_SIZES, repetitions: int = REPETITIONS,

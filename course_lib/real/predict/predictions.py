@@ -173,12 +173,17 @@ def compare_ddp_step(chapter: str, machine, world_size: int, widths, global_batc
     step, forward_backward, update, all_reduce = slowest
     comparison = Comparison(chapter, "one DDP step", step, predicted.step_time, parts=_parts_timeline(lanes))
     parts = _predicted_parts(predicted.timeline)
+    # The all-reduce measured alone is one call of every gradient: held against the same calibrated
+    # segmented ring for one call of those bytes, so the parts compare like for like.
+    gradient_bytes = FLOAT32_SGD["grad_bytes"] * MLPSpec(tuple(widths)).num_params
+    alone = predict_all_reduce(machine, gradient_bytes, world_size)
     comparison.details = [f"measured alone (slowest rank): forward+backward {forward_backward * 1e3:.3g} ms, "
-                          f"update {update * 1e3:.3g} ms, gradient all-reduce {all_reduce * 1e3:.3g} ms",
+                          f"update {update * 1e3:.3g} ms, gradient all-reduce {all_reduce * 1e3:.3g} ms "
+                          f"(predicted alone, gloo's segmented ring: {alone * 1e3:.3g} ms)",
                           f"predicted on rank 0: forward+backward {parts['matmuls'] * 1e3:.3g} ms of matmuls "
                           f"and {parts['memory'] * 1e3:.3g} ms of weights and gradients streamed, update "
                           f"{parts['update'] * 1e3:.3g} ms, all-reduce {parts['comm'] * 1e3:.3g} ms "
-                          f"overlapping the backward"]
+                          f"in buckets overlapping the backward"]
     return comparison
 
 

@@ -10,8 +10,13 @@ from dataclasses import dataclass, field
 
 from ..checks import amount, whole
 from ..network.links import Link
+from ..vocabulary import SEGMENTED_OPS
 
-__all__ = ["HardwarePreset", "Link"]
+__all__ = ["GLOO_SEGMENT_BYTES", "HardwarePreset", "Link"]
+
+# gloo's ring all-reduce cuts every chunk into segments of at most 1 MiB (kMaxSegmentSize in
+# gloo/allreduce.h), at least two per chunk: the segment size of every preset calibrate() builds.
+GLOO_SEGMENT_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,10 @@ class HardwarePreset:
     # Segments of a segmented ring that travel at once with their latencies overlapping (the
     # collective_time in_flight argument): 1 unless measured, as calibrate() does.
     segments_in_flight: int = 1
+    # The segments a ring cuts each chunk into where this preset's collectives run as a segmented ring
+    # (gloo's, GLOO_SEGMENT_BYTES, on a calibrated machine); None: collective_time's closed forms.
+    # One model per quantity: every prediction on the preset asks ring_options for it.
+    segment_bytes: float | None = None
     # NICs of a node that collectives use (rail-optimised: one per GPU); None means one per device.
     # Across nodes a group gets min(its members per node, nics_per_node) x inter_node.bandwidth.
     nics_per_node: int | None = None
@@ -54,6 +63,8 @@ class HardwarePreset:
         if self.peak_flops is not None:
             amount(f"preset {self.name!r}: peak_flops", self.peak_flops, positive=True, unit="FLOP/s")
         whole(f"preset {self.name!r}: segments_in_flight", self.segments_in_flight)
+        if self.segment_bytes is not None:
+            amount(f"preset {self.name!r}: segment_bytes", self.segment_bytes, positive=True, unit="bytes")
         if self.nics_per_node is not None:
             whole(f"preset {self.name!r}: nics_per_node", self.nics_per_node)
         if self.memory_bandwidth is not None:
@@ -79,3 +90,12 @@ class HardwarePreset:
     def mfu_flops(self) -> float:
         """FLOP/s that MFU divides by: the peak when known, else the sustained rate."""
         return self.peak_flops if self.peak_flops is not None else self.flops
+
+    def ring_options(self, op: str, algorithm: str = "nccl") -> dict:
+        """``collective_time``'s ``segment_bytes`` and ``in_flight`` for ``op`` run with ``algorithm`` on
+        this preset: the segmented ring it was calibrated as, where it has one and the op is a ring's
+        (the default algorithm, or the ring by name); nothing, so the closed form, otherwise (a data
+        sheet's preset, an algorithm asked for by name, an op gloo's ring does not run)."""
+        if self.segment_bytes is None or op not in SEGMENTED_OPS or algorithm not in ("nccl", "ring"):
+            return {}
+        return {"segment_bytes": self.segment_bytes, "in_flight": self.segments_in_flight}

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from ..network.links import Link
 from ..timeline import Timeline
-from .hardware import HardwarePreset
+from .hardware import GLOO_SEGMENT_BYTES, HardwarePreset
 from .prediction_report import (
     WITHIN,
     breakdown_lines,
@@ -114,7 +114,7 @@ def stream_slowdown(calibration: Calibration, ranks: int) -> float:
 def laptop_preset(calibration: Calibration, ranks: int | None = None) -> HardwarePreset:
     """The calibrated machine as a simulator preset for ``ranks`` processes (the calibrated count
     unless given): each rank's FLOP/s slowed by ``compute_slowdown``, the links gloo's collective link
-    (inside the machine and between its "nodes" alike)."""
+    (inside the machine and between its "nodes" alike), run as gloo's segmented ring."""
     ranks = calibration.world_size if ranks is None else int(ranks)
     slowdown = compute_slowdown(calibration, ranks)
     link, p2p = calibration.collective, calibration.point_to_point
@@ -134,6 +134,7 @@ def laptop_preset(calibration: Calibration, ranks: int | None = None) -> Hardwar
     return HardwarePreset(name=f"this machine ({ranks} gloo ranks)", flops=calibration.flops_alone / slowdown,
                           memory_bytes=calibration.memory_bytes / max(1, ranks), intra_node=link,
                           inter_node=link, source=source, segments_in_flight=calibration.segments_in_flight,
+                          segment_bytes=GLOO_SEGMENT_BYTES,   # the ring calibrate() fitted, gloo's
                           memory_bandwidth=bandwidth, calibration=calibration)
 
 

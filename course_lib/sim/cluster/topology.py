@@ -100,8 +100,11 @@ class Cluster:
                           min(counts.values()), self.nics_per_node)
 
     def collective_time(self, op: str, nbytes: float, ranks, algorithm: str = "nccl") -> float:
+        """Seconds of ``op`` over ``ranks``, on their group link, as the preset's collectives run
+        (``preset.ring_options``: a calibrated machine's segmented ring)."""
         ranks = list(ranks)
-        return collective_time(op, nbytes, len(ranks), self.group_link(ranks), algorithm)
+        return collective_time(op, nbytes, len(ranks), self.group_link(ranks), algorithm,
+                               **self.preset.ring_options(op, algorithm))
 
     def with_links(self, intra_node: Link | None = None, inter_node: Link | None = None) -> Cluster:
         """The same cluster with a faster or slower network ("what if the network were 4x slower?")."""

@@ -6,7 +6,6 @@ summed analytically instead of played event by event. tests/sim/test_estimate.py
 
 from __future__ import annotations
 
-from ..collectives.cost import collective_time
 from ..step.costs import CostModel
 
 
@@ -21,11 +20,11 @@ def _bucket_tail(blocks, costs, op: str, issue_gap: bool) -> tuple:
         t += block.bwd_time
         pending += block.params * c.grad_bytes
         if issue_gap and pending >= (c.bucket_bytes if sent else c.first_bucket_bytes):
-            seconds = collective_time(op, pending, costs.shard_degree, costs.dp_link, c.dp_algorithm)
+            seconds = costs.dp_collective(op, pending)
             stream, busy = max(stream, t) + seconds, busy + seconds
             pending, sent = 0.0, sent + 1
     if pending > 0:
-        seconds = collective_time(op, pending, costs.shard_degree, costs.dp_link, c.dp_algorithm)
+        seconds = costs.dp_collective(op, pending)
         stream, busy = max(stream, t) + seconds, busy + seconds
     return max(0.0, stream - t), busy
 
@@ -36,8 +35,7 @@ def _fsdp_pass(blocks, costs, backward: bool) -> tuple:
     order = blocks[::-1] if backward else blocks
 
     def gather(block):
-        return collective_time("all_gather", block.params * c.param_bytes, costs.shard_degree, costs.dp_link,
-                               c.dp_algorithm)
+        return costs.dp_collective("all_gather", block.params * c.param_bytes)
 
     stream, t = gather(order[0]), 0.0
     for i, block in enumerate(order):
@@ -48,8 +46,7 @@ def _fsdp_pass(blocks, costs, backward: bool) -> tuple:
         if not c.prefetch and i + 1 < len(order):
             stream = max(stream, t) + gather(order[i + 1])
         if backward:
-            stream = max(stream, t) + collective_time("reduce_scatter", block.params * c.grad_bytes,
-                                                      costs.shard_degree, costs.dp_link, c.dp_algorithm)
+            stream = max(stream, t) + costs.dp_collective("reduce_scatter", block.params * c.grad_bytes)
     return t, max(0.0, stream - t)
 
 
@@ -74,7 +71,7 @@ def _stage_costs(costs, stage: int) -> tuple:
             bwd, per_backward = bwd + per_backward * v, 0.0
     if c.zero_stage in (1, 2) and not c.overlap_param_gather:   # with it: beside the forwards, hidden
         params = sum(b.params for b in blocks) * c.param_bytes
-        tail += collective_time("all_gather", params, costs.shard_degree, costs.dp_link, c.dp_algorithm)
+        tail += costs.dp_collective("all_gather", params)
     return fwd, bwd, tail, per_backward
 
 

@@ -62,6 +62,16 @@ class CostModel:
         if not c.p2p_overlap and c.pp > 1:
             self._block_on_sends()
 
+    def collective(self, op: str, nbytes: float, degree: int, link, algorithm: str = "nccl") -> float:
+        """Seconds of one collective of the step, as the preset's collectives run: on a calibrated
+        machine the segmented ring calibrate() fitted (``preset.ring_options``), else the closed form."""
+        return collective_time(op, nbytes, degree, link, algorithm,
+                               **self.cluster.preset.ring_options(op, algorithm))
+
+    def dp_collective(self, op: str, nbytes: float) -> float:
+        """Seconds of one collective of the data-parallel (and ZeRO) group, with the config's algorithm."""
+        return self.collective(op, nbytes, self.shard_degree, self.dp_link, self.config.dp_algorithm)
+
     def _matmul_rate(self, preset) -> float:
         """FLOP/s of the layers' matrix multiplies: FP8 where the config asks and the preset has it."""
         if not self.config.fp8:
@@ -87,7 +97,7 @@ class CostModel:
             return self.pp_link.transfer_time(self.p2p_bytes)
         act = c.micro_batch_size * (model.seq_len / c.cp) * model.hidden * 2
         self.p2p_bytes = act / c.tp
-        gather = 0.0 if c.sp else collective_time("all_gather", act, c.tp, self.tp_link)
+        gather = 0.0 if c.sp else self.collective("all_gather", act, c.tp, self.tp_link)
         return self.pp_link.transfer_time(self.p2p_bytes) + gather
 
     def _block_on_sends(self) -> None:
@@ -181,7 +191,7 @@ class CostModel:
         t_mlp = experts.compute if experts else self.matmul_seconds(mlp_flops / share)
         core -= skipped
         act_bytes = self.tokens / c.cp * model.hidden * 2
-        t_tp = collective_time("all_reduce", act_bytes, c.tp, self.tp_link)
+        t_tp = self.collective("all_reduce", act_bytes, c.tp, self.tp_link)
         tp_label = "TP all-gather+reduce-scatter" if c.sp else "TP all-reduce"
         attention = self._attention_costs(t_attn, core)
         t_mem = self.t_mem

@@ -3,7 +3,7 @@ DDP gradient buckets overlapping the backward, ZeRO reduce-scatters and FSDP all
 
 from __future__ import annotations
 
-from ..collectives.cost import collective_time, nccl_algorithm
+from ..collectives.cost import nccl_algorithm
 from ..timeline import Span, span
 
 # Spans are copied to their place on the clock by the million: tuple.__new__ skips NamedTuple's __new__.
@@ -11,7 +11,8 @@ shifted = tuple.__new__
 
 
 class _CommStream:
-    """The data-parallel communication stream of a device: collectives run one after another."""
+    """The data-parallel communication stream of a device: collectives run one after another, each
+    costed by ``CostModel.dp_collective`` (the preset's own ring on a calibrated machine)."""
 
     def __init__(self, costs, events):
         self.costs, self.events, self.clock = costs, events, 0.0
@@ -22,8 +23,7 @@ class _CommStream:
     def launch(self, op: str, nbytes: float, issue: float, label: str) -> float:
         known = self.known.get((op, nbytes))
         if known is None:
-            known = self.known[op, nbytes] = (collective_time(op, nbytes, self.degree, self.link,
-                                                              self.algorithm), self._size(op, nbytes))
+            known = self.known[op, nbytes] = (self.costs.dp_collective(op, nbytes), self._size(op, nbytes))
         seconds, size = known
         start = self.clock if self.clock > issue else issue
         self.clock = start + seconds
@@ -34,7 +34,9 @@ class _CommStream:
     def _size(self, op: str, nbytes: float) -> str:
         """The size and the algorithm a label shows: NCCL's choice where the config leaves it to NCCL."""
         algorithm = self.algorithm
-        if algorithm == "nccl" and self.degree > 1:
+        if self.costs.cluster.preset.ring_options(op, algorithm):   # a calibrated machine: gloo's ring
+            algorithm = "segmented ring"
+        elif algorithm == "nccl" and self.degree > 1:
             algorithm = f"NCCL: {nccl_algorithm(op, nbytes, self.degree, self.link)}"
         return f" ({nbytes / 1e6:.3g} MB, {algorithm})"
 
