@@ -56,6 +56,7 @@ from .collectives.cost import (
     bus_factor,
     collective_time,
     nccl_algorithm,
+    rabenseifner_all_reduce,
     ring_segments,
 )
 from .collectives.expert_traffic import ExpertTraffic, expert_all_to_all_time, expert_traffic
@@ -131,7 +132,7 @@ __all__ = [
     "DEEPSEEK_V3_RUN", "gpu_hours_per_trillion_tokens", "mfu_from_gpu_hours", "wall_clock_hours",
     "WallClock", "expert_layer_timeline",
     "all_reduce_terms", "buckets_after_backward", "bucketed_overhead", "latency_seconds", "latency_share",
-    "optimal_bucket_bytes", "join_timelines",
+    "optimal_bucket_bytes", "join_timelines", "rabenseifner_all_reduce",
     "causal_step_work", "causal_work", "context_parallel_cost", "ContextParallelCost", "CP_METHODS",
     "ring_attention_timeline", "hardware_flops",
     "megatron_2021_flops", "model_flops", "utilization", "LLAMA3_ORDER", "MEGATRON_CORE_ORDER", "PLACEMENTS",

@@ -1,5 +1,6 @@
 """What chapter 02's prose says about sends, NCCL and a bucket's latency, asserted: gloo's blocking send
-measured on real ranks, NCCL's non-blocking one read in the installed torch, the shares the cells print."""
+measured on real ranks, NCCL's non-blocking one read in the installed torch, the shares the cells print,
+Rabenseifner beside the ring, the in-flight rule beside gloo's loop, and the race's recorded messages."""
 
 from __future__ import annotations
 
@@ -155,3 +156,60 @@ def test_the_nccl_paragraph_says_what_the_simulator_picks_from_and_when_nccl_gai
     assert "https://github.com/NVIDIA/nccl-tests/issues/212" in text
     assert "2.28.3 added `ncclAlltoAll`" in text and "https://github.com/NVIDIA/nccl/issues/1868" in text
     assert "NCCL has no all-to-all" not in text
+
+
+# Issue 55, the 12-07 review's chapter 02 findings 4-6.
+def test_rabenseifner_is_priced_beside_the_ring_and_recursive_doubling_and_its_users_are_named():
+    """Cells 23-24: Rabenseifner's algorithm with its source and cost; the cell's own asserts hold (it saves
+    the ring's extra latencies at every size, and recursive doubling wins only below the printed flip)."""
+    cells = _cells()
+    intro = cells["rabenseifner-intro"]
+    assert "https://doi.org/10.1177/1094342005051521" in intro and "IJHPCA" in intro
+    assert r"2\log_2 N\,\alpha + 2\,\frac{N-1}{N}\,\frac{S}{B}" in intro
+    assert "MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE" in intro and "NCCL does not" in intro
+    assert "https://github.com/NVIDIA/nccl/issues/790" in intro
+    printed = []
+    namespace = {"math": __import__("math"), "Link": sim.Link, "collective_time": sim.collective_time,
+                 "rabenseifner_all_reduce": sim.rabenseifner_all_reduce, "print": printed.append}
+    exec(cells["cost-formulas"], namespace)                       # link, N, alpha, B as the lesson sets them
+    exec(cells["costs-plot"].split("\nsizes = ")[0], namespace)   # flip_bytes
+    exec(cells["rabenseifner"], namespace)
+    fastest = [line.split("fastest: ")[1].split(";")[0] for line in printed if "fastest: " in line]
+    assert fastest == ["recursive_doubling", "rabenseifner", "rabenseifner", "rabenseifner"], printed
+    assert "Rabenseifner's halving-then-doubling" in next(iter(cells.values()))
+
+
+def test_the_in_flight_rule_is_labelled_a_fitted_heuristic_beside_gloos_own_loop():
+    text = " ".join(_cells()["predict-intro"].split())
+    gloo = "https://github.com/pytorch/gloo/blob/cc441984208d0b54b4fc614301f41e82e951e5cd/gloo/allreduce.cc"
+    assert "**fitted heuristic**" in text and "not as gloo's schedule" in text
+    assert ("we issue send/recv operations on iterations 0 and 1 and wait for them to complete on iterations "
+            "2 and 3") in text and f"{gloo}#L274-L279" in text
+    assert "first two segments travel together" in text
+
+
+def _count_messages(rank, world_size, function_source):
+    namespace = {"torch": torch, "dist": dist}
+    exec(function_source, namespace)
+    from course_lib.real import record_traffic
+
+    with record_traffic() as log:
+        namespace["all_reduce_through_rank_0"](torch.ones(1024))
+    return [event.op for event in log.events]
+
+
+def test_the_race_counts_the_messages_and_reads_which_was_faster_from_the_run():
+    """Cell 45 said "the fewer, larger messages through rank 0 cost less overhead" from no measurement; the
+    race now records the messages (6 through rank 0 on 4 ranks, all at rank 0) and its sentence names the
+    faster one from the times it was given, either way."""
+    cells = _cells()
+    assert "cost less overhead" not in cells["race-notes"]
+    naive = cells["naive"].split("\n\n\ndef naive_matches_torch")[0]
+    ops = run_ranks(_count_messages, 4, naive, timeout=30)
+    assert sum(op in ("send", "isend") for rank_ops in ops for op in rank_ops) == 6 and len(ops[0]) == 6
+    sentence = "ring, naive" + cells["race-messages"].split("\nring, naive", 1)[1]
+    for naive_seconds, faster in ((1e-3, "through rank 0"), (9e-3, "your ring")):
+        printed = []
+        exec(sentence, {"messages": {"your ring": 24, "through rank 0": 6}, "print": printed.append,
+                        "seconds": {"your ring": [5e-3], "through rank 0": [naive_seconds]}})
+        assert printed[0].startswith(f"In this run {faster} was faster") and "4 times as often" in printed[0]

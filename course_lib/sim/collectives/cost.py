@@ -15,7 +15,7 @@ from ..vocabulary import ALGORITHM_OPS, ALGORITHMS, NCCL_CHOICES, OPS, SEGMENTED
 from .nccl_forms import double_binary_tree, pairwise_all_to_all, pipelined_ring
 
 __all__ = ["collective_time", "nccl_algorithm", "pairwise_all_to_all", "check_link", "ring_segments",
-           "algorithm_bandwidth", "bus_bandwidth", "bus_factor"]
+           "algorithm_bandwidth", "bus_bandwidth", "bus_factor", "rabenseifner_all_reduce"]
 
 # busbw = algbw * factor (nccl-tests doc/PERFORMANCE.md): the factor turns the user-visible rate into
 # the rate each link must carry, so it can be compared with the hardware's peak bandwidth.
@@ -227,6 +227,30 @@ def _hierarchical(op: str, s: float, n: int, link) -> float:
     inside = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}[op]
     inside_time = 0.0 if m == 1 else _ring("reduce_scatter", s, m, intra.latency, intra.bandwidth)
     return inside * inside_time + _ring(op, s / m, nodes, rail.latency, rail.bandwidth)
+
+
+def rabenseifner_all_reduce(nbytes: float, world_size: int, link,
+                            seconds_per_reduced_byte: float = 0.0) -> float:
+    """Rabenseifner's all-reduce on a power-of-two ``world_size``, message by message: a reduce-scatter by
+    recursive halving, then an all-gather by recursive doubling. ``seconds_per_reduced_byte`` (gamma)
+    prices the additions of the halving rounds; 0 leaves them out, as the other forms here do."""
+    # Thakur, Rabenseifner and Gropp 2005, "Optimization of Collective Communication Operations in MPICH",
+    # IJHPCA 19(1), https://doi.org/10.1177/1094342005051521: for a power of two p it costs
+    # 2 log2(p) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma (MPICH's allreduce.c states the same sum).
+    _check("all_reduce", nbytes, world_size)
+    check_link(link)
+    n = world_size
+    if n & (n - 1):
+        raise ValueError(f"world_size must be a power of two for Rabenseifner's all-reduce, got {n}: MPICH "
+                         "first folds the extra ranks into their neighbours, at an extra round's cost")
+    seconds_per_reduced_byte = amount("seconds_per_reduced_byte", seconds_per_reduced_byte)
+    total, share = 0.0, float(nbytes)
+    for _ in range(n.bit_length() - 1):     # log2(n) rounds; each swaps half of what the pair still shares
+        share /= 2
+        halving = link.latency + share / link.bandwidth + share * seconds_per_reduced_byte
+        doubling = link.latency + share / link.bandwidth   # the all-gather mirrors it, with no addition
+        total += halving + doubling
+    return total
 
 
 def algorithm_bandwidth(op: str, nbytes: float, seconds: float) -> float:
