@@ -208,10 +208,10 @@ def test_the_memory_ladder_climbs_zero_2_before_full_recomputation():
     # "with fused attention selective stores what no recomputation stores"
     assert _peaks(zero_stage=1, recompute="none") == zero1
     cells = _cells()
-    ladder = _code("usable, llama = sim.H100.usable_memory, sim.LLAMA3_405B")
+    ladder = _code("%%worked_answer\nusable, llama = sim.H100.usable_memory, sim.LLAMA3_405B")
     assert "sim.memory_per_device(llama" in ladder and "if fits else None" in ladder
     assert "check_memory" not in ladder
-    [intro] = [c.source for c in cells if "### What fits 1F1B before full recomputation" in c.source]
+    [intro] = [c.source for c in cells if "**(b), continued: a memory ladder.**" in c.source]
     megatron = "https://docs.nvidia.com/nemo/megatron-bridge/latest/training/activation-recomputation.html"
     assert megatron in intro
     assert [c.source for c in cells].index(ladder) > _index("one_f_one_b")
