@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 import nbformat
+import pytest
 import torch
 
 from course_lib import sim
@@ -161,7 +162,7 @@ def test_problem_b_with_flashattention_1f1b_misses_by_a_few_gb_not_by_hundreds()
     assert 0 < over < 10e9                               # "1F1B by a few GB"
     assert unfused / per_layer > 4
     text = " ".join(c.source for c in _cells() if c.cell_type == "markdown")
-    assert "GPipe by far and 1F1B by a few GB" in text
+    assert "1F1B by a few GB, which is why section" not in text     # the 12-07 review: the ladder instead
 
 
 def test_problem_4b_cites_flashattention_for_the_scores_it_does_not_store():
@@ -183,3 +184,67 @@ def test_the_measured_step_is_read_by_the_run_not_by_the_prose():
     text = " ".join(c.source for c in cells if c.cell_type == "markdown")
     for stale in ("0.96 to 1.29", "eleven runs", "about 70 %", "In the runs that printed it"):
         assert stale not in text, stale
+
+
+LADDER = dict(tp=8, pp=16, dp=8, microbatches=64, schedule="1f1b", sequence_parallel=True,
+              recompute="selective", stage_layers=sim.ends_lighter(126, 16))
+
+
+def _peaks(**change):
+    return [d.total for d in sim.memory_per_device(sim.LLAMA3_405B, preset="h100", **{**LADDER, **change})]
+
+
+def test_the_memory_ladder_climbs_zero_2_before_full_recomputation():
+    """The 12-07 review (ch05 #1): full recomputation was taught as the way to fit 1F1B; ZeRO-2 on Llama 3's
+    split fits, full recomputation leaves the most room and makes the slowest step (the cells print them)."""
+    usable = sim.H100.usable_memory
+    zero1, zero2, full = _peaks(zero_stage=1), _peaks(zero_stage=2), _peaks(zero_stage=2, recompute="full")
+    assert max(zero1) > usable >= max(zero2) and max(full) < max(zero2)
+    cluster = sim.make_cluster(nodes=128, gpus_per_node=8, preset="h100")
+    step = {r: sim.simulate_training_step(sim.LLAMA3_405B, cluster, **{**LADDER, "zero_stage": 2,
+                                                                        "recompute": r}).step_time
+            for r in ("selective", "full")}
+    assert step["full"] > step["selective"]
+    # "with fused attention selective stores what no recomputation stores"
+    assert _peaks(zero_stage=1, recompute="none") == zero1
+    cells = _cells()
+    ladder = _code("%%worked_answer\nusable, llama = sim.H100.usable_memory, sim.LLAMA3_405B")
+    assert "sim.memory_per_device(llama" in ladder and "if fits else None" in ladder
+    assert "check_memory" not in ladder
+    [intro] = [c.source for c in cells if "**(b), continued: a memory ladder.**" in c.source]
+    megatron = "https://docs.nvidia.com/nemo/megatron-bridge/latest/training/activation-recomputation.html"
+    assert megatron in intro
+    assert [c.source for c in cells].index(ladder) > _index("one_f_one_b")
+
+
+def test_the_ladder_names_what_departs_from_table_4_and_section_3_why_it_recomputes_in_full():
+    """Section 3 departs from Table 4 in four ways (the 12-07 review); GPipe with 64 micro-batches is what
+    needs full recomputation there; the ladder's own departures from the replay are dp and the batch."""
+    replayed = sim.PUBLISHED_RUNS[0]
+    assert replayed.gpus == 8 * 1024 and replayed.layout["zero_stage"] == 2
+    assert replayed.layout["recompute"] == "selective"
+    assert replayed.layout["stage_layers"] == LADDER["stage_layers"]
+    ours = {**LADDER, "zero_stage": 2, "global_batch": 8 * 64}
+    departs = {k for k, v in replayed.layout.items() if ours.get(k, v) != v}
+    assert departs == {"dp", "microbatches", "global_batch"}
+    cluster = sim.make_cluster(nodes=128, gpus_per_node=8, preset="h100")
+    for zero_stage, recompute in ((1, "selective"), (2, "selective")):
+        with pytest.raises(sim.OutOfMemoryError):
+            sim.simulate_training_step(sim.LLAMA3_405B, cluster, microbatches=64, schedule="gpipe", tp=8,
+                                       pp=16, dp=8, zero_stage=zero_stage, recompute=recompute,
+                                       sequence_parallel=True)
+    [section] = [c.source for c in _cells() if c.source.startswith("## 3. A 405B-class")]
+    for departure in ("an eighth of its 8,192 GPUs", "ZeRO-1 where its FSDP also", "16 equal stages",
+                      "full recomputation, which the paper does not name", "GPipe with 64 micro-batches"):
+        assert departure in section, departure
+
+
+def test_nothing_before_part_1_draws_or_charts_the_1f1b_order():
+    """The 12-07 review (ch05 #3): the per-stage peak chart, the 1F1B timeline and the explorer (which
+    draws 1F1B's timeline for any size) came before part 1; they now follow it."""
+    cells = _cells()
+    before = " ".join(c.source for c in cells[:_index("one_f_one_b")])
+    for giveaway in ("plot_timeline(timelines", "pipeline_explorer()", "ax.bar(", ".ops"):
+        assert giveaway not in before, giveaway
+    after = " ".join(c.source for c in cells[_index("one_f_one_b"):])
+    assert "pipeline_explorer()" in after and "ax.bar(" in after

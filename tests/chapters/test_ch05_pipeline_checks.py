@@ -4,6 +4,8 @@ The judging half of every check is plain Python over ops and recorded events: ea
 on a right answer and on the mistake it exists to catch.
 """
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -41,7 +43,7 @@ def test_the_course_1f1b_passes_every_aspect(stages, microbatches):
 def test_gpipe_is_valid_but_holds_too_much_and_differs_in_makespan_with_hops():
     ops = ops_of("gpipe", 4, 8)
     assert checks.dependency_problems(4, 8, ops) == []
-    assert "stage 0: holds the activations of 8 micro-batches" in checks.memory_problems(4, 8, ops)[0]
+    assert "it holds the activations of 8 micro-batches at once" in checks.memory_problems(4, 8, ops)[0]
     assert "simulated makespan" in checks.makespan_problems(4, 8, ops)[0]
 
 
@@ -75,10 +77,21 @@ def test_a_schedule_without_warmup_keeps_within_memory_but_not_the_makespan():
     assert "simulated makespan" in checks.makespan_problems(4, 8, ops)[0]
 
 
-def test_the_memory_message_states_the_contract_never_the_warmup_count():
+def test_the_memory_message_says_what_the_stage_held_never_the_bound_nor_the_warmup_count():
+    """The 12-07 review (ch05 #3): the message stated min(stages - s, microbatches), part 1's answer."""
     ops = ops_of("gpipe", 3, 5)
     message = " ".join(checks.memory_problems(3, 5, ops))
-    assert "min(stages - s, microbatches)" in message and "warm" not in message
+    assert "stage 0: after its op 4 (('F', 4)) it holds the activations of 5 micro-batches at once" in message
+    assert "([0, 1, 2, 3, 4]), more than 1F1B's stage 0 ever does" in message
+    for giveaway in ("min(", "stages - s", "warm", "at most"):
+        assert giveaway not in message, giveaway
+
+
+def test_the_visible_module_states_no_bound_per_stage():
+    """The module is on the student's page: its text may not hold the per-stage bound part 1 asks for."""
+    text = Path(checks.__file__).read_text()
+    for giveaway in ("min(stages - s", "stages - s,", "stages - stage"):
+        assert giveaway not in text, giveaway
 
 
 def test_a_refused_call_and_other_errors_are_reported_per_pair():
