@@ -3,26 +3,34 @@
 Test cells of solutions/11_expert_parallel/11_expert_parallel.ipynb, their points, and their hidden checks:
 
   grade_id                       points  hidden check
-  test_deepseek_moe_values          2    check_deepseek_moe_values_hidden(deepseek_moe_forward)
-  test_deepseek_moe_gradients       2    check_deepseek_moe_gradients_hidden(deepseek_moe_forward)
-  test_deepseek_moe_traffic         1    check_deepseek_moe_traffic_hidden(deepseek_moe_forward)
+  test_deepseek_moe_values          1    check_deepseek_moe_values_hidden(deepseek_moe_forward)
+  test_deepseek_moe_gradients       1    check_deepseek_moe_gradients_hidden(deepseek_moe_forward)
+  test_deepseek_moe_node_limit      1    check_deepseek_moe_node_limit_hidden(deepseek_moe_forward)
+  test_deepseek_moe_traffic         2    check_deepseek_moe_traffic_hidden(deepseek_moe_forward)
                                    --
                                     5
 
-The three checks share one set of runs per submission (one run per world size, forward and backward):
-world sizes 3 or 4, then 2, then 1, tokens per rank (1 to 8), routed experts per rank, widths and dtypes
-drawn at grading time from a seed taken from os.urandom and named in every failure. Each world size runs a
-k = 2 case with a random bias, and k = 1 and k = 2 cases whose bias sends every token to one expert (a
-layer that drops at a capacity loses tokens there). Expected values come from the one-process layer
-computed in the judging process (float64), never from the student's code.
-- values: every rank's output equals its tokens' rows of s = sigmoid(logits), the top k of s + bias, gates
-  the unbiased s over the k, plus the shared expert (DeepSeek-V3, arXiv:2412.19437, section 2.1.2,
-  equations (12) to (16)); no token dropped.
+The four checks share one set of runs per submission (one run per world size, forward and backward):
+world sizes 3 or 4, then 2, then 1, the nodes (4 ranks: 2 nodes of 2 or 4 of 1; else one rank a node),
+the most nodes a token may use M (1 on 2 nodes, 1 or 2 on more; k = 2M, so a node's score sums its 2 best
+experts), tokens per rank (2 to 8), routed experts per rank, widths and dtypes drawn at grading time from
+a seed taken from os.urandom and named in every failure. Each world size runs a k = 2M case with a random
+bias, and k = M and k = 2M cases whose bias sends every token to one expert (a layer that drops at a
+capacity loses tokens there). Expected values come from the one-process layer computed in the judging
+process (float64), never from the student's code.
+- values: every rank's output equals its tokens' rows of s = sigmoid(logits), the top k of s + bias over
+  the experts of the token's M nodes with the largest sum of their k/M best s + bias, gates the unbiased
+  s over the k, plus the shared expert (DeepSeek-V3, arXiv:2412.19437, section 2.1.2, "Node-Limited
+  Routing" and equations (12) to (16)); no token dropped.
 - gradients: of the tokens, the router logits, each rank's routed experts and its copy of the shared
   expert (its own tokens' share).
-- traffic (ranks 2 to 4): forward exactly three all_to_all_single calls (the counts, at most 8 B per routed
-  expert; then to each rank at least one row per token and at most one per (token, routed expert) pair,
-  every pair sent; the same rows back), backward the last two reversed; no row for the shared expert.
+- node limit: the rows each routed expert was called on (a forward pre-hook) are tokens, unchanged, and
+  every token reached the experts of at least one node and at most M.
+- traffic (2 nodes or more): only all_to_all_single; between nodes, forward and backward each move one
+  row per (token, other node its experts ran on) each way, plus at most 8 B per expert of the node with
+  each row and 8 B per expert between two ranks (DeepSeek-V3 sends a token once per node over
+  InfiniBand and forwards it inside the node over NVLink, section 3.2.2); a row per (token, expert)
+  across nodes fails.
 Every check fails if the code raises, hangs or runs refused code (course_lib, torch's autograd-aware
 all-to-alls, its MoE kernels). The expected points of known-wrong submissions (deepseek_*.py):
 autograde_tests/fixtures/expert_parallel/expected_scores.json.
@@ -37,6 +45,7 @@ from course_lib.grading.attempt.judge_runner import runs_until_failure
 from course_lib.grading.attempt.rank_attempt import fail_with
 from course_lib.grading.checks.ch11_deepseek_moe.judge import (
     gradient_problems,
+    node_limit_problems,
     traffic_problems,
     value_problems,
 )
@@ -46,20 +55,27 @@ from course_lib.grading.checks.ch11_deepseek_moe.visible import REFUSAL, student
 from ._seeds import fresh_seed
 
 TIMEOUT_S = 20                      # per run of one world size; a correct layer needs well under 1 s
-POINTS = {"test_deepseek_moe_values": 2, "test_deepseek_moe_gradients": 2, "test_deepseek_moe_traffic": 1}
+POINTS = {"test_deepseek_moe_values": 1, "test_deepseek_moe_gradients": 1, "test_deepseek_moe_node_limit": 1,
+          "test_deepseek_moe_traffic": 2}
 DTYPE_NAMES = ("float32", "float64")
 _REPORTS: dict = {}                 # one submission's runs, shared by its three checks (one entry at a time)
 
 
 def hidden_cases(world_size: int, rng: random.Random) -> list[DeepSeekCase]:
-    """Uneven tokens per rank (at least one), 1 to 3 routed experts per rank (at least 3 in all)."""
-    tokens = tuple(rng.randint(1, 8) for _ in range(world_size))
-    per_rank = max(rng.randint(1, 3), -(-3 // world_size))
-    sizes = dict(hidden=rng.choice((8, 12, 16)), ffn=rng.choice((8, 16)))
-    dtype = rng.choice(DTYPE_NAMES)
-    return [DeepSeekCase(tokens, per_rank, 2, dtype="float64", **sizes),
-            DeepSeekCase(tokens, per_rank, 1, routing="bias_takes_all", dtype=dtype, **sizes),
-            DeepSeekCase(tokens, per_rank, 2, routing="bias_takes_all", dtype="float64", **sizes)]
+    """Uneven tokens per rank (at least two), 1 to 3 routed experts per rank (at least 3 in all, at least 2
+    a node); on 3 or more nodes a token may use 1 or 2 of them, and k = 2M."""
+    ranks_per_node = rng.choice((1, 2)) if world_size == 4 else 1
+    nodes = world_size // ranks_per_node
+    max_nodes = rng.choice((1, 2)) if nodes > 2 else 1
+    tokens = tuple(rng.randint(2, 8) for _ in range(world_size))   # 2 or more: some cross nodes
+    per_rank = max(rng.randint(1, 3), -(-3 // world_size), -(-2 // ranks_per_node))
+    # rows much wider than the bookkeeping allowed with them, so a row per (token, expert) cannot hide in it
+    sizes = dict(ranks_per_node=ranks_per_node, max_nodes=max_nodes, hidden=rng.choice((32, 48)),
+                 ffn=rng.choice((8, 16)))
+    dtype, k = rng.choice(DTYPE_NAMES), 2 * max_nodes
+    return [DeepSeekCase(tokens, per_rank, k, dtype="float64", **sizes),
+            DeepSeekCase(tokens, per_rank, max_nodes, routing="bias_takes_all", dtype=dtype, **sizes),
+            DeepSeekCase(tokens, per_rank, k, routing="bias_takes_all", dtype="float64", **sizes)]
 
 
 def _runs(deepseek_moe_forward) -> tuple[list, int]:
@@ -96,12 +112,19 @@ def check_deepseek_moe_gradients_hidden(deepseek_moe_forward) -> None:
           "deepseek_moe_forward's gradients are wrong on hidden cases")
 
 
+def check_deepseek_moe_node_limit_hidden(deepseek_moe_forward) -> None:
+    """The rows each routed expert ran on: no token on the experts of more than M nodes."""
+    runs, seed = _runs(deepseek_moe_forward)
+    _fail([p for run in runs for p in node_limit_problems(run)], seed,
+          "deepseek_moe_forward sends tokens to more nodes than the limit on hidden cases")
+
+
 def check_deepseek_moe_traffic_hidden(deepseek_moe_forward) -> None:
-    """Counts, every routed pair out, results back; backward the reverse; nothing for the shared expert."""
+    """Only all_to_all_single; between nodes one row per (token, node) each way, forward and backward."""
     runs, seed = _runs(deepseek_moe_forward)
     several = [run for run in runs if run.cases[0].world_size > 1]
     _fail([p for run in several for p in traffic_problems(run)], seed,
-          "deepseek_moe_forward does not communicate as a dropless dispatch on hidden cases")
+          "deepseek_moe_forward does not cross nodes once per (token, node) on hidden cases")
 
 
 EXERCISE = Exercise(
@@ -111,5 +134,6 @@ EXERCISE = Exercise(
 ROWS = {
     "test_deepseek_moe_values": (check_deepseek_moe_values_hidden, ("deepseek_moe_forward",)),
     "test_deepseek_moe_gradients": (check_deepseek_moe_gradients_hidden, ("deepseek_moe_forward",)),
+    "test_deepseek_moe_node_limit": (check_deepseek_moe_node_limit_hidden, ("deepseek_moe_forward",)),
     "test_deepseek_moe_traffic": (check_deepseek_moe_traffic_hidden, ("deepseek_moe_forward",)),
 }

@@ -240,3 +240,17 @@ def test_the_deepseek_part_cites_the_reports_equations_and_its_shared_expert_cou
     for equation in ("(equation (15);", "(equation (16))", "(equations (13) and (14))", "(equation (12),"):
         assert equation in prose, equation
     assert '"Complementary Sequence-Wise Auxiliary Loss"' in prose and "not part of this exercise" in prose
+
+
+def test_the_deepseek_part_cites_node_limited_routing_and_its_numbers():
+    # section 2.1.2 "Node-Limited Routing": M = 4 nodes, chosen by the sum of each node's K_r/M highest
+    # affinities; section 3.2.2: IB 50 GB/s, NVLink 160 GB/s a GPU, a token sent once per node over IB to
+    # the GPU of the same in-node index and forwarded over NVLink; k = 8 on at most 4 nodes: 4 crossings
+    prose = " ".join(_prose().split())
+    ds = sim.DEEPSEEK_V3
+    assert ds.active_experts == 8
+    assert "at most $M$ = 4 nodes" in prose and '(section 2.1.2, "Node-Limited Routing"' in prose
+    assert "sum of the highest $K_r/M$ affinity scores of the experts distributed on each node" in prose
+    assert "InfiniBand, 50 GB/s a GPU, inside a node on NVLink, 160 GB/s (section 3.2.2)" in prose
+    assert f"With $k$ = {ds.active_experts} experts on at most 4 nodes" in prose
+    assert f"at most 4 times instead of up to {ds.active_experts}" in prose

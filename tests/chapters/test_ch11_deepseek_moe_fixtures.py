@@ -4,7 +4,8 @@ nbgrader).
 Every fixture in autograde_tests/fixtures/expert_parallel/ must earn, in the DeepSeek-V3 part's cells,
 exactly the points expected_scores.json gives it; the part's own fixtures (deepseek_*, which answer only
 AllToAll and deepseek_moe_forward) in the dispatch's cells too. A failing cell's feedback names what went
-wrong. The part's reference (examples/one_process_moe.py) is checked against DeepSeek-V3's equations here.
+wrong. The part's reference (examples/one_process_moe.py's gates, the judge's node-limited choice) is
+checked against DeepSeek-V3's equations and its node-limited routing here.
 """
 
 import json
@@ -19,6 +20,7 @@ from course_lib.grading import instructor_checks
 from course_lib.grading.attempt.refusals import LESSON_IMPORTS
 from course_lib.grading.attempt.student_function import StudentFunction
 from course_lib.grading.autograder.fixtures import solution_sources
+from course_lib.grading.checks.ch11_deepseek_moe.judge import node_limited_top_k
 from course_lib.notebook_cells import lesson_imports
 
 dispatch = instructor_checks("ch11_expert_parallel")
@@ -43,10 +45,13 @@ MESSAGES = {
     "deepseek_bias_in_gates": [("test_deepseek_moe_values", DIFFERS)],
     "deepseek_gates_over_all_experts": [("test_deepseek_moe_values", DIFFERS)],
     "deepseek_shared_added_twice": [("test_deepseek_moe_gradients", "the shared expert's")],
-    "deepseek_shared_dispatched": [("test_deepseek_moe_traffic", "the shared expert's rows never travel"),
-                                   ("test_deepseek_moe_traffic", "counts take at most")],
     "deepseek_drops_at_capacity": [("test_deepseek_moe_values", DIFFERS),
-                                   ("test_deepseek_moe_traffic", "every (token, routed expert) pair")],
+                                   ("test_deepseek_moe_node_limit", "reached no routed expert"),
+                                   ("test_deepseek_moe_traffic", "not per (token, expert)")],
+    "deepseek_no_node_limit": [("test_deepseek_moe_node_limit", "reached the experts of more than"),
+                               ("test_deepseek_moe_traffic", "not per (token, expert)")],
+    "deepseek_node_score_by_max": [("test_deepseek_moe_values", DIFFERS)],
+    "deepseek_row_per_expert": [("test_deepseek_moe_traffic", "not per (token, expert)")],
     "deepseek_shortcut_autograd_all_to_all": [
         (cell, "all_to_all_single from torch.distributed.nn.functional, which this exercise refuses")
         for cell in NEW_CELLS],
@@ -74,14 +79,17 @@ def test_points_are_the_parts_and_every_fixture_has_its_reason():
     assert set(OWN) == set(MESSAGES) and len(OWN) >= 5
     assert all(set(EXPECTED["fixtures"][f]) == set(EXPECTED["max_points"]) for f in EXPECTED["fixtures"])
     assert "shortcut" in EXPECTED["why"]["deepseek_shortcut_autograd_all_to_all"]
+    for fixture in ("deepseek_no_node_limit", "deepseek_node_score_by_max", "deepseek_row_per_expert"):
+        assert fixture in OWN, fixture
 
 
 def test_the_grading_paragraph_states_the_parts_points():
     cells = nbformat.read(str(SOLUTION), as_version=4).cells
     text = " ".join(" ".join(cell.source for cell in cells).split())
     assert f"MoE as DeepSeek-V3 runs it (graded, {sum(deepseek.POINTS.values())} points)" in text
-    for part in ("values", "gradients", "traffic"):
-        assert f"{part} ({deepseek.POINTS[f'test_deepseek_moe_{part}']})" in text, part
+    for part in ("values", "gradients", "node limit", "traffic"):
+        grade_id = "test_deepseek_moe_" + part.replace(" ", "_")
+        assert f"{part} ({deepseek.POINTS[grade_id]})" in text, part
 
 
 def test_the_reference_gates_are_deepseek_v3s():
@@ -98,6 +106,21 @@ def test_the_reference_gates_are_deepseek_v3s():
     assert gates[0, [1, 3]].eq(0).all() and torch.isclose(gates.sum(), torch.tensor(1.0, dtype=torch.float64))
     # the top k of sigmoid(u) + b is not the top k of u + b: the bias moves a squeezed score further
     assert sorted((logits + bias).topk(2).indices[0].tolist()) == [0, 3]
+
+
+def test_the_reference_limits_each_token_to_its_best_nodes():
+    """Section 2.1.2, "Node-Limited Routing": at most M nodes a token, chosen by the sum of each node's
+    K/M highest affinities (s + b, the choosing scores); the K experts the top K among those nodes only.
+    Here node 1's best single expert beats node 0's, but node 0's two best sum higher."""
+    s = torch.tensor([[0.80, 0.70, 0.10, 0.05, 0.90, 0.10, 0.05, 0.02]], dtype=torch.float64)
+    logits, bias = torch.logit(s), torch.zeros(8, dtype=torch.float64)
+    assert sorted(node_limited_top_k(logits, bias, 2, nodes=2, max_nodes=1)[0].tolist()) == [0, 1]
+    assert sorted(s.topk(2).indices[0].tolist()) == [0, 4]               # without the limit: two nodes
+    # four nodes of two, M = 2, k = 4: nodes 0 (0.80 + 0.70) and 2 (0.90 + 0.10) win; node 1 loses
+    assert sorted(node_limited_top_k(logits, bias, 4, nodes=4, max_nodes=2)[0].tolist()) == [0, 1, 4, 5]
+    # the bias takes part in the nodes' scores as in the experts' choice
+    bias[6] = 1.0
+    assert 6 in node_limited_top_k(logits, bias, 2, nodes=2, max_nodes=1)[0].tolist()
 
 
 @pytest.mark.slow

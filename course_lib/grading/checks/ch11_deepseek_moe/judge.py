@@ -1,8 +1,9 @@
-"""Judging chapter 11's DeepSeek-V3 MoE part: the one-process layer every rank's result must equal, and the
-traffic allowed (the routed rows only, none for the shared expert, none dropped).
+"""Judging chapter 11's DeepSeek-V3 MoE part: the one-process layer every rank's result must equal, the node
+limit (the tokens each routed expert ran on) and the rows that cross nodes (one per (token, node)).
 
 The reference is examples/one_process_moe.py's dense MoE with DeepSeek-V3's gates (sigmoid affinities, the
-bias only choosing), plus the shared expert, in float64, on the data the ranks rebuilt; nothing here
+bias only choosing) over the experts of each token's best nodes (node-limited routing, arXiv:2412.19437,
+section 2.1.2), plus the shared expert, in float64, on the data the ranks rebuilt; nothing here
 dispatches. The shared expert's gradient on a rank is that of the rank's own tokens: the layer sums nothing
 across ranks (summing replicas' gradients is data parallelism's job, not the layer's).
 """
@@ -11,20 +12,20 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.examples.one_process_moe import biased_top_k, dense_moe, sigmoid_gate_matrix
+from course_lib.examples.one_process_moe import dense_moe, sigmoid_gate_matrix
 from course_lib.grading.attempt.judge_runner import cases_of
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch11_deepseek_moe.ranks import DeepSeekCase, case_data
 from course_lib.grading.checks.ch11_expert_parallel.judge import (
     COUNT_BYTES,
-    _calls_problem,
     _compare,
     _matrix,
     _row_bytes,
-    dispatch_mismatch,
     judging,
     one_thread,
 )
+
+BOOKKEEPING_BYTES = 8   # per expert of the node, with each row that crosses: which experts, their gates
 
 
 def reference(case: DeepSeekCase, seed: int) -> dict:
@@ -33,10 +34,21 @@ def reference(case: DeepSeekCase, seed: int) -> dict:
         return _reference(case, seed)
 
 
+def node_limited_top_k(logits: torch.Tensor, bias: torch.Tensor, k: int, nodes: int,
+                       max_nodes: int) -> torch.Tensor:
+    """(tokens, k): each token's experts, the k largest sigmoid(logits) + bias among the experts of its
+    ``max_nodes`` nodes whose k/max_nodes largest sigmoid(logits) + bias sum highest (section 2.1.2)."""
+    affinity = torch.sigmoid(logits) + bias
+    per_node = affinity.view(len(affinity), nodes, -1)
+    best = per_node.topk(k // max_nodes, dim=-1).values.sum(-1).topk(max_nodes, dim=-1).indices
+    outside = torch.ones(len(affinity), nodes, dtype=torch.bool).scatter(1, best, False)
+    return per_node.masked_fill(outside[:, :, None], float("-inf")).flatten(1).topk(k, dim=-1).indices
+
+
 def _chosen(case: DeepSeekCase, data) -> torch.Tensor:
     """Each token's experts, chosen as the ranks choose them, in the case's dtype (a float64 sigmoid could
     order two near-equal scores the other way)."""
-    return biased_top_k(data.logits, data.bias, case.k)
+    return node_limited_top_k(data.logits, data.bias, case.k, case.nodes, case.max_nodes)
 
 
 def _reference(case: DeepSeekCase, seed: int) -> dict:
@@ -97,56 +109,107 @@ def gradient_problems(run: RankRun) -> list[str]:
     return problems
 
 
-def routed_rows(case: DeepSeekCase, seed: int) -> tuple[list, list]:
-    """[source][destination] (token, routed expert) pairs and distinct tokens the dispatch moves: the most
-    and the fewest rows it may send (every pair: the layer is dropless)."""
-    data = case_data(case, seed)
-    chosen = torch.zeros_like(data.logits, dtype=torch.bool).scatter(1, _chosen(case, data), True)
-    pairs, tokens = [], []
-    for rank in range(case.world_size):
-        routed = chosen[data.rows(rank)].view(-1, case.world_size, case.experts_per_rank)
-        pairs.append(routed.sum((0, 2)).tolist())
-        tokens.append(routed.any(-1).sum(0).tolist())
-    return pairs, tokens
+def reached_nodes(case: DeepSeekCase, data, outcomes: tuple) -> tuple[list, list[str]]:
+    """For every token, the nodes whose experts ran on it, read from the rows each expert was called on
+    (each must be one of the tokens, unchanged); and what could not be read."""
+    index = {tuple(row.tolist()): t for t, row in enumerate(data.tokens)}
+    nodes, problems = [set() for _ in range(len(data.tokens))], []
+    for rank, outcome in enumerate(outcomes):
+        for i, rows in enumerate(outcome.expert_inputs or []):
+            expert = rank * case.experts_per_rank + i
+            for row in [] if rows is None else rows:
+                token = index.get(tuple(row.tolist())) if row.shape == data.tokens[0].shape else None
+                if token is None:
+                    problems.append(f"rank {rank}, {case.describe()}: routed expert {expert} was called on a "
+                                    "row that is none of the tokens (each expert must run on its tokens' "
+                                    "rows, unchanged)")
+                    break
+                nodes[token].add(case.node_of_rank(rank))
+    return nodes, problems
 
 
-def _dispatch_problem(case: DeepSeekCase, seed: int, where: str, sent: list) -> list[str]:
-    pairs, tokens = routed_rows(case, seed)
-    return dispatch_mismatch(pairs, tokens, _row_bytes(case), sent, where,
-                             "every (token, routed expert) pair reaches its expert, at most one row per "
-                             "pair, at least one per token; the shared expert's rows never travel")
-
-
-def _pattern_problems(case: DeepSeekCase, seed: int, outcomes: tuple) -> list[str]:
-    where, n = case.describe(), case.world_size
-    wrong_calls = _calls_problem(where, outcomes)
-    if wrong_calls:
-        return [wrong_calls]
-    counts, dispatch, combine = ([outcome.forward[i][2] for outcome in outcomes] for i in range(3))
-    backward = [[outcome.backward[i][2] for outcome in outcomes] for i in range(2)]
-    problems = _dispatch_problem(case, seed, where, dispatch)     # first: it says the most
-    problems += [f"rank {r}, {where}: the first all-to-all (the counts) sent {counts[r]} B to the ranks; "
-                 f"counts take at most {COUNT_BYTES} B per routed expert held there (the shared expert "
-                 "needs none)" for r in range(n)
-                 if any(b > COUNT_BYTES * case.experts_per_rank for b in counts[r])]
-    back = [[dispatch[j][r] for j in range(n)] for r in range(n)]
-    if combine != back or backward != [dispatch, combine]:
-        problems.append(f"{where}: the results must come back the way their rows went, and the backward "
-                        "reverse both:\n" + _matrix("    recorded, results", combine) + "\n"
-                        + _matrix("    expected, results", back))
+@judging
+def node_limit_problems(run: RankRun) -> list[str]:
+    """Every token reached the routed experts of at least one node and at most the case's max_nodes."""
+    problems = []
+    for index, case, outcomes in cases_of(run):
+        data = case_data(case, run.seed + 101 * index)
+        nodes, unreadable = reached_nodes(case, data, outcomes)
+        problems += unreadable
+        unserved = [t for t, n in enumerate(nodes) if not n]
+        if unserved:
+            problems.append(f"{case.describe()}: token(s) {unserved[:8]} reached no routed expert (each "
+                            "token runs on its k experts, called as modules on its rows: none is dropped)")
+        over = [(t, sorted(n)) for t, n in enumerate(nodes) if len(n) > case.max_nodes]
+        if over:
+            shown = ", ".join(f"token {t} on nodes {n}" for t, n in over[:4])
+            problems.append(f"{case.describe()}: {len(over)} token(s) reached the experts of more than "
+                            f"{case.max_nodes} node(s) ({shown}); each token may use only its "
+                            f"{case.max_nodes} best nodes, scored by the sum of their k/max_nodes best "
+                            "s + bias")
     return problems
+
+
+def _cross_node_bytes(case: DeepSeekCase, events: list, rank: int) -> list:
+    """Bytes one rank's all_to_all_single calls sent to each node other than its own."""
+    sent = [0] * case.nodes
+    for event in events:
+        for destination, nbytes in enumerate(event[2] or []):
+            if case.node_of_rank(destination) != case.node_of_rank(rank):
+                sent[case.node_of_rank(destination)] += nbytes
+    return sent
+
+
+def _crossing_problems(case: DeepSeekCase, data, outcomes: tuple, phase: str) -> list[str]:
+    """The phase's bytes between nodes: each (token, other node) pair's row once each way, plus at most
+    the bookkeeping the contract allows."""
+    nodes, unreadable = reached_nodes(case, data, outcomes)
+    if unreadable:
+        return [f"{case.describe()}: the traffic between nodes cannot be judged: {unreadable[0]}"]
+    home = [case.node_of_rank(rank) for rank in range(case.world_size)
+            for _ in range(data.offsets[rank], data.offsets[rank + 1])]
+    rows = [[0] * case.nodes for _ in range(case.nodes)]
+    for token, reached in enumerate(nodes):
+        for node in reached - {home[token]}:
+            rows[home[token]][node] += 1          # the row out ...
+            rows[node][home[token]] += 1          # ... and its result (or gradient) back
+    recorded = [[0] * case.nodes for _ in range(case.nodes)]
+    for rank, outcome in enumerate(outcomes):
+        for node, nbytes in enumerate(_cross_node_bytes(case, getattr(outcome, phase), rank)):
+            recorded[case.node_of_rank(rank)][node] += nbytes
+    row, pairs = _row_bytes(case), sum(map(sum, rows)) // 2
+    least = 2 * pairs * row
+    most = least + 2 * pairs * BOOKKEEPING_BYTES * case.experts_per_node + COUNT_BYTES * case.experts * (
+        case.world_size * (case.world_size - case.ranks_per_node))
+    total = sum(map(sum, recorded))
+    if least <= total <= most:
+        return []
+    return [f"{case.describe()}: the {phase} sent {total} B between nodes; the {pairs} (token, other node) "
+            f"pair(s) its experts ran on need one row of {row} B each way, {least} B, plus at most "
+            f"{most - least} B of counts and bookkeeping (one row per (token, node), not per (token, "
+            "expert): the node's rank that receives it forwards it inside the node):\n"
+            + _matrix("    recorded bytes, node to node", recorded) + "\n"
+            + _matrix("    the rows alone", [[r * row for r in line] for line in rows])]
 
 
 @judging
 def traffic_problems(run: RankRun) -> list[str]:
-    """Forward: one all-to-all of counts, one of the routed rows (every pair: dropless), one of the results;
-    backward: the last two reversed; nothing for the shared expert."""
+    """Forward and backward: only all_to_all_single; between nodes, one row per (token, node) each way."""
     problems = []
     for index, case, outcomes in cases_of(run):
+        if case.nodes == 1:
+            continue
         if outcomes and outcomes[0].backward is None:
             problems.append(f"{case.describe()}: the output does not require a gradient, so the backward's "
                             "traffic cannot be judged")
             continue
-        problems += _pattern_problems(case, run.seed + 101 * index, outcomes)
+        calls = {event[0] for outcome in outcomes for phase in (outcome.forward, outcome.backward)
+                 for event in phase}
+        if calls - {"all_to_all_single"}:
+            problems.append(f"{case.describe()}: the layer called {sorted(calls)}; only all_to_all_single "
+                            "may communicate")
+            continue
+        data = case_data(case, run.seed + 101 * index)
+        for phase in ("forward", "backward"):
+            problems += _crossing_problems(case, data, outcomes, phase)
     return problems
-

@@ -1,10 +1,12 @@
 """Running chapter 11's DeepSeek-V3 MoE part on real ranks: cases rebuilt from a seed, the student's layer,
-its traffic and its gradients.
+its traffic, the rows each routed expert ran on, and its gradients.
 
 Every process rebuilds the same tokens, router logits, expert-selection bias, upstream gradient, routed
 experts and shared expert from the case and the seed; rank r takes its own tokens, its routed experts
-(r·E/N to (r+1)·E/N - 1) and a copy of the shared expert. Ranks return plain data only; the judge
-(judge.py) compares it with the one-process MoE.
+(r·E/N to (r+1)·E/N - 1) and a copy of the shared expert; consecutive ranks form the case's nodes. A
+forward pre-hook on each routed expert records the rows it is called on, so the judge sees which tokens
+reached which node. Ranks return plain data only; the judge (judge.py) compares it with the one-process
+MoE.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ TAKES_ALL = 2.0      # one expert's bias in "bias_takes_all": above any other s 
 
 @dataclass(frozen=True)
 class DeepSeekCase:
-    """Tokens per rank (one entry per rank), routed experts per rank, top-k and how the bias leans.
+    """Tokens per rank (one entry per rank), routed experts per rank, top-k, ranks per node, the most
+    nodes a token may use, and how the bias leans.
 
     routing: "random" (standard normal logits, a small random bias); "bias_takes_all" (the same, and one
     expert's bias so large that it is every token's choice: a layer that drops at a capacity loses tokens).
@@ -36,7 +39,9 @@ class DeepSeekCase:
     tokens: tuple
     experts_per_rank: int
     k: int
-    hidden: int = 8
+    ranks_per_node: int = 1
+    max_nodes: int = 1
+    hidden: int = 32
     ffn: int = 16
     routing: str = "random"
     dtype: str = "float32"
@@ -49,10 +54,22 @@ class DeepSeekCase:
     def experts(self) -> int:
         return self.world_size * self.experts_per_rank
 
+    @property
+    def nodes(self) -> int:
+        return self.world_size // self.ranks_per_node
+
+    @property
+    def experts_per_node(self) -> int:
+        return self.experts_per_rank * self.ranks_per_node
+
+    def node_of_rank(self, rank: int) -> int:
+        return rank // self.ranks_per_node
+
     def describe(self) -> str:
         return (f"{self.world_size} rank(s) with {list(self.tokens)} tokens, {self.experts} routed experts "
-                f"({self.experts_per_rank} per rank) and a shared one, k={self.k}, hidden {self.hidden}, "
-                f"{self.routing} routing, {self.dtype}")
+                f"({self.experts_per_rank} per rank) and a shared one, {self.nodes} node(s) of "
+                f"{self.ranks_per_node} rank(s), k={self.k}, at most {self.max_nodes} node(s) a token, "
+                f"hidden {self.hidden}, {self.routing} routing, {self.dtype}")
 
 
 @dataclass
@@ -91,11 +108,13 @@ def case_data(case: DeepSeekCase, seed: int) -> DeepSeekData:
 @dataclass(frozen=True)
 class DeepSeekOutcome:
     """One rank's layer in one case: its output (or what it returned instead, as text) and its forward's
-    calls (op, nbytes, split sizes); with a backward, its calls and the gradients of its tokens, its router
-    logits, its routed experts' parameters and its copy of the shared expert's."""
+    calls (op, nbytes, split sizes) and the rows each of its routed experts was called on (a tensor, or
+    None when it never ran); with a backward, its calls and the gradients of its tokens, its router logits,
+    its routed experts' parameters and its copy of the shared expert's."""
 
     out: object
     forward: list
+    expert_inputs: list | None = None
     backward: list | None = None
     tokens_grad: object = None
     logits_grad: object = None
@@ -107,6 +126,20 @@ def _parameter_grads(module: nn.Module) -> dict:
     return {name: _grad(parameter) for name, parameter in module.named_parameters()}
 
 
+def _recording_inputs(experts: nn.ModuleList) -> list:
+    """One list per expert, filled with the rows each call of it receives (by a forward pre-hook)."""
+    inputs = [[] for _ in experts]
+    for expert, seen in zip(experts, inputs, strict=True):
+        expert.register_forward_pre_hook(lambda module, args, seen=seen: seen.append(
+            args[0].detach().clone() if args and isinstance(args[0], torch.Tensor) else None))
+    return inputs
+
+
+def _stacked(seen: list):
+    rows = [row for row in seen if row is not None and row.dim() == 2]
+    return torch.cat(rows) if rows else None
+
+
 def _run_case(fn, rank: int, case: DeepSeekCase, seed: int, backward: bool) -> dict:
     data = case_data(case, seed)
     mine = data.rows(rank)
@@ -114,10 +147,12 @@ def _run_case(fn, rank: int, case: DeepSeekCase, seed: int, backward: bool) -> d
     logits = data.logits[mine].clone().requires_grad_(True)
     per_rank = case.experts_per_rank
     local = nn.ModuleList(data.experts[rank * per_rank:(rank + 1) * per_rank])
+    inputs = _recording_inputs(local)
     with record_traffic() as forward:
-        out = fn(tokens, logits, data.bias.clone(), local, data.shared, case.k)
+        out = fn(tokens, logits, data.bias.clone(), local, data.shared, case.k, case.ranks_per_node,
+                 case.max_nodes)
     outcome = {"out": out.detach().clone() if isinstance(out, torch.Tensor) else repr(out)[:200],
-               "forward": _events(forward)}
+               "forward": _events(forward), "expert_inputs": [_stacked(seen) for seen in inputs]}
     if backward and isinstance(out, torch.Tensor) and out.requires_grad:
         with record_traffic() as backward_log:
             (out * data.upstream[mine]).sum().backward()
