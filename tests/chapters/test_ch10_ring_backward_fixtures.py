@@ -2,9 +2,9 @@
 
 Every fixture in autograde_tests/fixtures/ring_attention/ must earn, in the overlap and backward cells,
 exactly the points expected_scores.json gives it; the backward fixtures (backward_*) in every cell (they
-answer only
-zigzag_positions and ring_attention_backward, so the forward's cells fail at once). A failing cell's feedback
-names what went wrong, and an overlap failure draws the rank's calls beside a ring that overlaps.
+answer only zigzag_positions and ring_attention_backward, so the forward's cells fail at once), or, those
+in its "checked_only", in the cells listed there alone. A failing cell's feedback names what went wrong,
+and an overlap failure draws the rank's calls beside a ring (or a ring backward) that overlaps.
 """
 
 import json
