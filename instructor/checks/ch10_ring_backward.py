@@ -8,8 +8,10 @@ Test cells of solutions/10_context_parallel/10_context_parallel.ipynb, their poi
   test_ring_backward_dkdv                3    check_ring_backward_dkdv_hidden(ring_attention_backward)
   test_ring_backward_traffic             2    check_ring_backward_traffic_hidden(ring_attention_backward)
   test_ring_backward_work                1    check_ring_backward_work_hidden(ring_attention_backward)
+  test_ring_backward_overlap             2    check_ring_backward_overlap_hidden(ring_attention_backward)
+  test_ring_backward_memory              2    check_ring_backward_memory_hidden(ring_attention_backward)
                                         --
-                                        10
+                                        14
 
 - overlap: without a mask on 2 to 4 ranks, every point-to-point call of the forward is posted before some
   of its products and waited on after them (the order of the rank's recorded calls and products, not the
@@ -19,7 +21,14 @@ Test cells of solutions/10_context_parallel/10_context_parallel.ipynb, their poi
 - traffic: ring neighbours only, exactly K and V's bytes N-1 times and their gradients' N times, no
   collective;
 - work: where the gradients are right, at most five products per block the mask leaves (a log-sum-exp
-  recomputed from scratch costs a sixth).
+  recomputed from scratch costs a sixth);
+- backward overlap: without the mask, on 2 to 8 ranks, where the gradients are right, every transfer of K
+  and V and of dK and dV posted before some products and waited on after them, but the gradients' last
+  trip home (the last isend and irecv posted, after the last block); a backward that posts and waits
+  before computing fails, with its timeline drawn beside one that overlaps;
+- backward memory: where the gradients are right, the most new tensor memory a rank holds on the same
+  chunk without the mask does not grow from 3 to 8 ranks (by more than a block of K and V): a backward
+  that keeps every block it receives holds the whole K and V.
 Sizes are drawn at grading time from a seed taken from os.urandom and named in every failure.
 The expected points of known-wrong submissions: autograde_tests/fixtures/ring_attention/expected_scores.json.
 """
@@ -35,21 +44,27 @@ from course_lib.grading.attempt.student_function import as_student_function
 from course_lib.grading.checks.ch10_ring_attention.ranks import AttentionCase
 from course_lib.grading.checks.ch10_ring_attention.visible import REFUSAL as FORWARD_REFUSAL
 from course_lib.grading.checks.ch10_ring_backward.judge import (
+    backward_memory_problems,
+    backward_overlap_problems,
     backward_traffic_problems,
     backward_work_problems,
     grad_problems,
     overlap_problems,
 )
 from course_lib.grading.checks.ch10_ring_backward.ranks import run_backward, run_forward
-from course_lib.grading.checks.ch10_ring_backward.visible import REFUSAL
+from course_lib.grading.checks.ch10_ring_backward.visible import MEMORY_CASE, REFUSAL
 
 from ._seeds import fresh_seed
 
-TIMEOUT_S = 20
+# per run, as the forward's: the reference backward took ~10 s on 8 ranks at a load of 10 on 2 cores, and
+# once more than 20 s at 12 (a hang costs it once: the parts after it fail at once)
+TIMEOUT_S = 30
 POINTS = {"test_ring_attention_overlap": 2, "test_ring_backward_dq": 2, "test_ring_backward_dkdv": 3,
-          "test_ring_backward_traffic": 2, "test_ring_backward_work": 1}
+          "test_ring_backward_traffic": 2, "test_ring_backward_work": 1, "test_ring_backward_overlap": 2,
+          "test_ring_backward_memory": 2}
 OVERLAP_SIZES = (4, 3, 2)
 BACKWARD_SIZES = (4, 3, 8, 2, 1)
+MEMORY_INDEX = 4          # where backward_cases puts MEMORY_CASE
 _REPORTS: dict = {}      # one submission's runs, shared by its checks (one entry at a time)
 
 
@@ -58,10 +73,11 @@ def _sizes(rng: random.Random, chunk: int) -> tuple[int, int, int, int]:
 
 
 def backward_cases(rng: random.Random) -> list[AttentionCase]:
+    """Drawn cases, then the memory case, the same on every world size (at MEMORY_INDEX)."""
     return [AttentionCase(*_sizes(rng, rng.randint(1, 6))),
             AttentionCase(*_sizes(rng, rng.randint(1, 6)), causal=True),
             AttentionCase(*_sizes(rng, 2 * rng.randint(1, 3)), causal=True, layout="zigzag"),
-            AttentionCase(*_sizes(rng, rng.randint(2, 5)), "float32", causal=True)]
+            AttentionCase(*_sizes(rng, rng.randint(2, 5)), "float32", causal=True), MEMORY_CASE]
 
 
 def _runs(answer, name: str, refusal, run, sizes, cases) -> tuple[list, int]:
@@ -123,6 +139,21 @@ def check_ring_backward_work_hidden(ring_attention_backward) -> None:
           "ring_attention_backward computes more than a ring backward on hidden cases")
 
 
+def check_ring_backward_overlap_hidden(ring_attention_backward) -> None:
+    """Without the mask, where the gradients are right: every transfer but the last trip home hidden behind
+    products."""
+    runs, seed = _backward(ring_attention_backward)
+    _fail([p for run in runs for p in backward_overlap_problems(run)], seed,
+          "ring_attention_backward does not hide its transfers behind its products on hidden cases")
+
+
+def check_ring_backward_memory_hidden(ring_attention_backward) -> None:
+    """The same chunk on 3 to 8 ranks, where the gradients are right: memory that does not grow with N."""
+    runs, seed = _backward(ring_attention_backward)
+    _fail(backward_memory_problems(runs, MEMORY_INDEX), seed,
+          "ring_attention_backward holds more memory on more ranks on hidden cases")
+
+
 EXERCISE_CELLS = ("ring_attention_backward",)
 
 EXERCISE = Exercise(
@@ -135,4 +166,6 @@ ROWS = {
     "test_ring_backward_dkdv": (check_ring_backward_dkdv_hidden, ("ring_attention_backward",)),
     "test_ring_backward_traffic": (check_ring_backward_traffic_hidden, ("ring_attention_backward",)),
     "test_ring_backward_work": (check_ring_backward_work_hidden, ("ring_attention_backward",)),
+    "test_ring_backward_overlap": (check_ring_backward_overlap_hidden, ("ring_attention_backward",)),
+    "test_ring_backward_memory": (check_ring_backward_memory_hidden, ("ring_attention_backward",)),
 }

@@ -134,8 +134,12 @@ def test_points_match_the_notebook_the_registry_and_the_fixture_table():
     assert sorted(p.stem for p in FIXTURES.glob("*.py")) == sorted(EXPECTED["fixtures"])
     text = " ".join(" ".join(c.source for c in cells).split())
     for phrase in ("(17 points)", "zig-zag positions (1)", "without a mask (3)", "contiguous chunks (3)",
-                   "zig-zag layout (2)", "traffic and memory (2)", "skipped work (2", "large scores (2)"):
+                   "zig-zag layout (2)", "traffic and memory (2)", "skipped work (2", "large scores (2)",
+                   # the backward's paragraph: ch10_ring_backward's points less the forward's overlap
+                   "(12 points)", "dQ (2)", "dK, dV (3)", "traffic (2)", "work (1", "Overlap (2)",
+                   "Memory (2)"):
         assert phrase in text, phrase
+    assert sum(instructor_checks("ch10_ring_backward").POINTS.values()) - 2 == 12
 
 
 def test_the_refusal_is_worked_out_and_allows_the_recorder():

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.grading.attempt.judge_runner import cases_of, judging, ranks_of
+from course_lib.grading.attempt.judge_runner import cases_of, failures, judging, ranks_of
 from course_lib.grading.attempt.rank_attempt import RankRun
-from course_lib.grading.checks.ch10_ring_attention.judge import expected_rows, kv_bytes, work_bound
+from course_lib.grading.checks.ch10_ring_attention.judge import (
+    MEMORY_FROM_RANKS,
+    MEMORY_SLACK_CHUNKS,
+    expected_rows,
+    kv_bytes,
+    work_bound,
+)
 from course_lib.grading.checks.ch10_ring_attention.ranks import DTYPES, AttentionCase
 from course_lib.grading.checks.ch10_ring_backward.ranks import whole_forward
 from course_lib.real.chapter_runs.sequence_split import layout_positions
@@ -22,8 +28,9 @@ NAMES = ("dq", "dk", "dv")
 
 # --- overlap ---------------------------------------------------------------------------------------------
 
-def _windows(timeline: list) -> list[tuple[str, int, bool]]:
-    """Per point-to-point call, in order: (op, peer, whether products ran between its post and its wait)."""
+def _posted_windows(timeline: list) -> list[tuple[int, str, int, bool]]:
+    """Per point-to-point call, in the order of its wait: (where it was posted in the timeline, op, peer,
+    whether products ran between its post and its wait)."""
     found, open_calls = [], {}
     for position, mark in enumerate(timeline):
         if mark[0] == "post":
@@ -31,8 +38,13 @@ def _windows(timeline: list) -> list[tuple[str, int, bool]]:
         elif mark[0] == "wait":
             start = open_calls[(mark[1], mark[2])].pop(0)
             inside = any(m[0] == "compute" for m in timeline[start:position])
-            found.append((mark[1], mark[2], inside))
+            found.append((start, mark[1], mark[2], inside))
     return found
+
+
+def _windows(timeline: list) -> list[tuple[str, int, bool]]:
+    """Per point-to-point call, in order: (op, peer, whether products ran between its post and its wait)."""
+    return [(op, peer, inside) for _, op, peer, inside in _posted_windows(timeline)]
 
 
 def _words(timeline: list) -> list[str]:
@@ -55,11 +67,12 @@ def expected_words(rank: int, n: int) -> list[str]:
     return words + ["compute"]
 
 
-def overlap_drawing(timeline: list, rank: int, n: int) -> str:
-    """The rank's calls and products in order, beside a ring that overlaps, one line a step."""
-    yours, theirs = _words(timeline), expected_words(rank, n)
+def overlap_drawing(timeline: list, rank: int, n: int, theirs: list[str] | None = None,
+                    ring: str = "a ring that overlaps") -> str:
+    """The rank's calls and products in order, beside ``ring`` (the forward's by default), one line a step."""
+    yours, theirs = _words(timeline), theirs or expected_words(rank, n)
     width = max(len(w) for w in yours + theirs + ["yours"]) + 2
-    lines = [f"rank {rank}'s calls and products in the order they ran (yours | a ring that overlaps):"]
+    lines = [f"rank {rank}'s calls and products in the order they ran (yours | {ring}):"]
     for i in range(max(len(yours), len(theirs))):
         mine = yours[i] if i < len(yours) else ""
         other = theirs[i] if i < len(theirs) else ""
@@ -181,7 +194,7 @@ def backward_work_problems(run: RankRun) -> list[str]:
     """Where the gradients are right: no rank computes more products than five per block the mask leaves
     (scores from the saved log-sum-exp, dV, dP, dQ, dK)."""
     problems, n = [], run.world_size
-    wrong = {p.split(":")[0] for p in grad_problems(run, NAMES)}
+    wrong = _wrong_ranks(run)
     for each in ranks_of(run):
         case, rank, outcome = each.case, each.rank, each.outcome
         where = f"rank {rank}, {case.describe(n)}"
@@ -197,3 +210,83 @@ def backward_work_problems(run: RankRun) -> list[str]:
                             "each block's probabilities from the saved log-sum-exp, not the softmax "
                             "statistics again")
     return problems
+
+
+# --- the backward's overlap and memory -------------------------------------------------------------------
+
+def expected_backward_words(rank: int, n: int) -> list[str]:
+    """A ring backward that overlaps: each step posts the held block's K and V on, computes with it, waits
+    for the dK and dV the step before sent on (and for K and V), then sends its block's dK and dV on; the
+    last of them, the trip home, has no products left to hide behind."""
+    right, left = (rank + 1) % n, (rank - 1) % n
+    post = [f"post isend({right})", f"post irecv({left})"]
+    wait = [f"wait isend({right})", f"wait irecv({left})"]
+    words = []
+    for step in range(n):
+        words += (post if step < n - 1 else []) + ["compute"] + (wait if step > 0 else [])
+        words += (wait if step < n - 1 else []) + post
+    return words + wait
+
+
+def _backward_exposed(timeline: list) -> tuple[list[str], int]:
+    """The transfers with no products between post and wait, the last isend and irecv posted (the
+    gradients' trip home, after the last block) excused; and how many transfers there were."""
+    windows = _posted_windows(timeline)
+    home = {max((w[0] for w in windows if w[1] == op), default=None) for op in ("isend", "irecv")}
+    exposed = [f"{op} with rank {peer}" for posted, op, peer, inside in windows
+               if not inside and posted not in home]
+    return exposed, len(windows)
+
+
+def _wrong_ranks(run: RankRun) -> set[str]:
+    """"rank r, <case>" of every rank whose gradients are wrong in some case."""
+    return {p.split(":")[0] for p in grad_problems(run, NAMES)}
+
+
+@judging
+def backward_overlap_problems(run: RankRun) -> list[str]:
+    """Without the mask, where the gradients are right: every transfer of K and V and of dK and dV but the
+    last trip home posted before some products and waited on after them."""
+    problems, n = [], run.world_size
+    wrong = _wrong_ranks(run)
+    for each in ranks_of(run):
+        case, rank, outcome = each.case, each.rank, each.outcome
+        if case.causal or n == 1:
+            continue              # under the mask a rank may have no products in a step to hide behind
+        where = f"rank {rank}, {case.describe(n)}"
+        if where in wrong:
+            problems.append(f"{where}: its gradients are wrong, so its overlap does not count")
+            continue
+        exposed, count = _backward_exposed(outcome.timeline)
+        if exposed or count == 0:
+            problems.append(
+                f"{where}: {len(exposed) or 'no'} of its {count} transfers "
+                f"({', '.join(exposed[:3]) or 'none at all'}{', ...' if len(exposed) > 3 else ''}) had no "
+                "products between being posted and being waited on (only the gradients' last trip home "
+                "may): post each block's K and V, and the dK and dV finished at the step before, before the "
+                "products of the block you hold, and wait for them after\n"
+                + overlap_drawing(outcome.timeline, rank, n, expected_backward_words(rank, n),
+                                  "a ring backward that overlaps"))
+            return problems       # one rank drawn is enough
+    return problems
+
+
+def backward_memory_problems(runs: list[RankRun], index: int) -> list[str]:
+    """Case ``index`` (the same chunk on every world size), where the gradients are right: the most new
+    tensor memory a rank holds may not grow with the ranks (compared from 3 ranks on, as the forward's)."""
+    done = [run for run in runs if run.world_size >= MEMORY_FROM_RANKS]
+    if not all(run.completed for run in runs) or len(done) < 2:   # a failed run hides the larger sizes
+        return failures(runs)[:1] or [f"the memory case ran on fewer than {MEMORY_FROM_RANKS} ranks twice"]
+    case = done[0].cases[index]
+    wrong = [p for run in done for p in grad_problems(run, NAMES)
+             if case.describe(run.world_size) in p.split(":")[0]]
+    if wrong:
+        return [f"{wrong[0]}; its gradients are wrong, so its memory does not count"]
+    peaks = {run.world_size: max(o.peak for o in run.outcomes[index]) for run in done}
+    fewest, most = min(peaks), max(peaks)
+    if peaks[most] <= peaks[fewest] + MEMORY_SLACK_CHUNKS * kv_bytes(case) // 2:
+        return []
+    return [f"{case.describe(most)}: the most new tensor memory a rank held grew from {peaks[fewest]} bytes "
+            f"on {fewest} ranks to {peaks[most]} on {most} (one block of K and V is {kv_bytes(case)} "
+            "bytes): a ring backward holds the block it works on, the one arriving and their gradients, "
+            "however many ranks there are; does something get kept for every block?"]

@@ -111,7 +111,7 @@ def _backward_cases(rank, world_size, student, cases, seed):
             "grads": grads, "returned": type(returned).__name__,
             "events": [(str(e.op), e.peer, int(e.nbytes)) for e in traffic.events],
             "dispatched": list(work.collectives()), "flops": int(work.flops()),
-            "timeline": _timeline(traffic, blocks)})
+            "timeline": _timeline(traffic, blocks), "peak": int(work.peak_bytes)})
     return outcomes
 
 
@@ -126,7 +126,8 @@ class ForwardOutcome:
 @dataclass(frozen=True)
 class BackwardOutcome:
     """One rank's backward in one case: what it returned (dq, dk, dv expected), its traffic as (op, peer,
-    nbytes), the collectives below Python, its products' FLOPs, and its calls and products in order."""
+    nbytes), the collectives below Python, its products' FLOPs, its calls and products in order, and the
+    most bytes of new tensors it held at once."""
 
     grads: list
     returned: str
@@ -134,6 +135,7 @@ class BackwardOutcome:
     dispatched: list
     flops: int
     timeline: list
+    peak: int = 0
 
 
 def _run(rank_fn, record, student, world_size, cases, seed, timeout) -> RankRun:
