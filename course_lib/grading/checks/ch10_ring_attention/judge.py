@@ -164,18 +164,28 @@ def memory_problems(runs: list[RankRun], index: int) -> list[str]:
             and not raised(run.outcomes[index])]
     if len(done) < 2:
         return failures(runs)[:1]
-    peaks = {run.world_size: max(o.peak for o in run.outcomes[index]) for run in done}
-    fewest, most = min(peaks), max(peaks)
     case = done[0].cases[index]
-    slack = MEMORY_SLACK_CHUNKS * kv_bytes(case) // 2
-    if peaks[most] <= peaks[fewest] + slack:
+    grew = memory_growth(done, index)
+    if grew is None:
         return []
+    (fewest, least), (most, peak) = grew
     whole = most * kv_bytes(case)
-    return [f"{case.describe(most)}: the most new tensor memory a rank held grew from {peaks[fewest]} bytes "
-            f"on {fewest} ranks to {peaks[most]} on {most} (the whole K and V of the sequence is {whole} "
+    return [f"{case.describe(most)}: the most new tensor memory a rank held grew from {least} bytes "
+            f"on {fewest} ranks to {peak} on {most} (the whole K and V of the sequence is {whole} "
             "bytes): "
             "a ring keeps the chunk it works on, the one arriving and a running result, however many ranks "
             "there are; does something get kept for every block?"]
+
+
+def memory_growth(done: list[RankRun], index: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """Case ``index``'s most new tensor memory a rank held, as (ranks, bytes) on the fewest and on the most
+    ranks of ``done``, when it grew by more than MEMORY_SLACK_CHUNKS chunks of K (half a block of K and V
+    each); None when it did not (the forward's and the backward's memory bound alike)."""
+    peaks = {run.world_size: max(o.peak for o in run.outcomes[index]) for run in done}
+    fewest, most = min(peaks), max(peaks)
+    if peaks[most] <= peaks[fewest] + MEMORY_SLACK_CHUNKS * kv_bytes(done[0].cases[index]) // 2:
+        return None
+    return (fewest, peaks[fewest]), (most, peaks[most])
 
 
 def work_bound(case: AttentionCase, rank: int, n: int) -> float:

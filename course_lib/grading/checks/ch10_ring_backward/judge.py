@@ -12,9 +12,9 @@ from course_lib.grading.attempt.judge_runner import cases_of, failures, judging,
 from course_lib.grading.attempt.rank_attempt import RankRun
 from course_lib.grading.checks.ch10_ring_attention.judge import (
     MEMORY_FROM_RANKS,
-    MEMORY_SLACK_CHUNKS,
     expected_rows,
     kv_bytes,
+    memory_growth,
     work_bound,
 )
 from course_lib.grading.checks.ch10_ring_attention.ranks import DTYPES, AttentionCase
@@ -282,11 +282,11 @@ def backward_memory_problems(runs: list[RankRun], index: int) -> list[str]:
              if case.describe(run.world_size) in p.split(":")[0]]
     if wrong:
         return [f"{wrong[0]}; its gradients are wrong, so its memory does not count"]
-    peaks = {run.world_size: max(o.peak for o in run.outcomes[index]) for run in done}
-    fewest, most = min(peaks), max(peaks)
-    if peaks[most] <= peaks[fewest] + MEMORY_SLACK_CHUNKS * kv_bytes(case) // 2:
+    grew = memory_growth(done, index)
+    if grew is None:
         return []
-    return [f"{case.describe(most)}: the most new tensor memory a rank held grew from {peaks[fewest]} bytes "
-            f"on {fewest} ranks to {peaks[most]} on {most} (one block of K and V is {kv_bytes(case)} "
+    (fewest, least), (most, peak) = grew
+    return [f"{case.describe(most)}: the most new tensor memory a rank held grew from {least} bytes "
+            f"on {fewest} ranks to {peak} on {most} (one block of K and V is {kv_bytes(case)} "
             "bytes): a ring backward holds the block it works on, the one arriving and their gradients, "
             "however many ranks there are; does something get kept for every block?"]
