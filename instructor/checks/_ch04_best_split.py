@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from dataclasses import replace
 
 from course_lib.grading.checks.ch04_stage_split.model import Case, stage_memory, stage_times
 
@@ -29,10 +30,7 @@ def step_time(case: Case, starts) -> float:
 
 
 def _prefix(values) -> list[float]:
-    sums = [0.0]
-    for value in values:
-        sums.append(sums[-1] + value)
-    return sums
+    return [0.0, *itertools.accumulate(values)]
 
 
 class _Packing:
@@ -76,7 +74,7 @@ def best_split(case: Case) -> list[int] | None:
     best, pair = None, None
     top = len(caps_b)                    # caps_b[top - 1]: the smallest backward cap feasible so far
     for cap_f in caps_f:
-        if not packing.feasible(cap_f, caps_b[top - 1] if top else caps_b[-1]):
+        if not packing.feasible(cap_f, caps_b[top - 1]):
             continue
         while top > 1 and packing.feasible(cap_f, caps_b[top - 2]):
             top -= 1
@@ -117,15 +115,9 @@ def least_memory(case: Case) -> float:
     low, high = 0, len(needs) - 1
     while low < high:
         middle = (low + high) // 2
-        trial = _Packing(_with_limit(case, needs[middle]))
+        trial = _Packing(replace(case, memory_limit=needs[middle]))
         if trial.feasible(float("inf"), float("inf")):
             high = middle
         else:
             low = middle + 1
     return needs[low]
-
-
-def _with_limit(case: Case, limit: float) -> Case:
-    from dataclasses import replace
-
-    return replace(case, memory_limit=limit)
